@@ -1,0 +1,87 @@
+#ifndef BG_KERNELS_H
+#define BG_KERNELS_H
+// CPU math of the model, each op's forward and backward side by side.
+// Conventions (llm.c style):
+//   - arguments: outputs, then caches, then inputs, then weights, then sizes;
+//   - row-major; a weight (N,K) multiplies as in nn.Linear: out = inp · weightᵀ;
+//   - backward ACCUMULATES (+=) into every gradient it writes, parameters and
+//     activations alike, unless the comment says "writes"; a NULL gradient
+//     pointer means "not needed" and skips that work;
+//   - all loops are OpenMP-threaded over the one pool (core/threads.h) and are
+//     deterministic for a fixed thread count.
+#include <stddef.h>
+
+// ---- matmul (oneDNN) ----------------------------------------------------------
+// inp (M,K), weight (N,K), out (M,N): out = inp · weightᵀ (writes).
+// Primitives are cached by (K,N); M is a runtime dimension, so expert GEMMs whose
+// row count changes every step reuse one primitive. M == 0 does nothing.
+void matmul_forward(float *out, const float *inp, const float *weight, int M, int K, int N);
+// dinp (M,K) += dout · weight; dweight (N,K) += doutᵀ · inp.
+void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                     const float *weight, int M, int K, int N);
+// Releases cached primitives (end of program; keeps leak checkers quiet).
+void matmul_cache_clear(void);
+
+// ---- embeddings -------------------------------------------------------------
+// out (N,C) = wte[tokens[n]] + wpe[n % T] (wpe may be NULL: RoPE models). N = B*T.
+void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+                       int N, int T, int C);
+// dwte (V,C) and dwpe (maxT,C) += scattered dout (N,C). Deterministic (no atomics).
+void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                        int N, int T, int C);
+
+// ---- norms ------------------------------------------------------------------
+// inp/out (N,C), mean/rstd (N), weight/bias (C); bias may be NULL.
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                       const float *weight, const float *bias, int N, int C, float eps);
+void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                        const float *inp, const float *weight, const float *mean,
+                        const float *rstd, int N, int C);
+// out = inp * rstd * weight, rstd = 1/sqrt(mean(inp²)+eps)
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight,
+                     int N, int C, float eps);
+void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                      const float *weight, const float *rstd, int N, int C);
+
+// ---- activations ------------------------------------------------------------
+// GELU, tanh approximation (GPT-2's). inp/out (n).
+void gelu_forward(float *out, const float *inp, size_t n);
+void gelu_backward(float *dinp, const float *dout, const float *inp, size_t n);
+// SwiGLU: inp (N,2F) holds [gate | up] per row; out (N,F) = silu(gate) * up.
+void swiglu_forward(float *out, const float *inp, int N, int F);
+void swiglu_backward(float *dinp, const float *dout, const float *inp, int N, int F);
+
+// ---- rotary position embedding ----------------------------------------------
+// Hugging Face (Llama/Mixtral) convention: dimension i pairs with i + hs/2.
+// cos/sin tables (T, hs/2) for positions 0..T-1.
+void rope_tables(float *cos_t, float *sin_t, int T, int hs, float theta);
+// In place on qkv (B,T,3C): rotates the q and k parts of every head; v untouched.
+void rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int C, int NH);
+// In place on dqkv: applies the inverse rotation to the q and k gradient parts.
+void rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int C, int NH);
+
+// ---- causal self-attention --------------------------------------------------
+// qkv (B,T,3C): per token [q | k | v], each NH heads of hs = C/NH.
+// out (B,T,C) writes; att (B,NH,T,T) caches the softmax probabilities
+// (entries above the diagonal are zero).
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+// dqkv (B,T,3C) +=; scratch (B,NH,T,T) is workspace the caller provides.
+void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                        const float *att, int B, int T, int C, int NH);
+
+// ---- loss -------------------------------------------------------------------
+// Cross-entropy fused with softmax. logits (N,V), targets (N), losses (N) writes,
+// lse (N) caches log-sum-exp per row.
+void crossentropy_forward(float *losses, float *lse, const float *logits, const int *targets,
+                          int N, int V);
+// WRITES dlogits (N,V) = scale * (softmax(logits) - onehot(target)); dlogits may
+// alias logits (saves the largest buffer of the step).
+void crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+                           const int *targets, float scale, int N, int V);
+
+// ---- elementwise ------------------------------------------------------------
+void residual_forward(float *out, const float *a, const float *b, size_t n);  // out = a + b
+void vec_add(float *y, const float *x, size_t n);                            // y += x
+void vec_zero(float *y, size_t n);
+
+#endif

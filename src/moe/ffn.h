@@ -1,0 +1,17 @@
+#ifndef BG_MOE_FFN_H
+#define BG_MOE_FFN_H
+// One feed-forward network: a dense layer's FFN, one expert, or one shared expert.
+// w_in (U,C) with U = F for GELU, U = 2F for SwiGLU ([w1 gate ; w3 up] stacked, so
+// both projections run as one GEMM); w_out (C,F).
+typedef enum { FFN_GELU = 0, FFN_SWIGLU = 1 } ffn_act;
+
+static inline int ffn_in_rows(ffn_act act, int F) { return act == FFN_SWIGLU ? 2 * F : F; }
+
+// inp (M,C); h (M,U) caches the pre-activation, a (M,F) the activation; out (M,C) WRITES.
+void ffn_forward(float *out, float *h, float *a, const float *inp, const float *w_in,
+                 const float *w_out, int M, int C, int F, ffn_act act);
+// dinp (M,C) +=, dw_in (U,C) +=, dw_out (C,F) +=; da (M,F) and dh (M,U) are workspace.
+void ffn_backward(float *dinp, float *dw_in, float *dw_out, float *da, float *dh,
+                  const float *dout, const float *inp, const float *h, const float *a,
+                  const float *w_in, const float *w_out, int M, int C, int F, ffn_act act);
+#endif
