@@ -1,1 +1,45 @@
-int main(void) { return 0; }
+// bagualu <verb> [flags]: the only place that turns errors into exit codes.
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "kernels/kernels.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} verb;
+
+static const verb verbs[] = {
+    {"train", cmd_train, "train a model on a token shard"},
+    {"synth", cmd_synth, "write a synthetic token shard (copy or count task)"},
+    {"info", cmd_info, "print a model config's parameter counts and FLOPs per token"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: bagualu <command> [flags]    (bagualu <command> --help for flags)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+        fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+        if (strcmp(argv[1], verbs[i].name) == 0) {
+            int rc = verbs[i].run(argc - 2, argv + 2);
+            matmul_cache_clear();
+            return rc;
+        }
+    }
+    fprintf(stderr, "bagualu: unknown command \"%s\"\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

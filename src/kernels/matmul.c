@@ -1,32 +1,240 @@
-// TEMPORARY naive matmul so other layers compile; replaced by the oneDNN version.
+// Matmul forward and backward through oneDNN, with a small cache of primitives.
+//
+// Every GEMM of the model is one of three kinds over (M,K,N), with M the row count
+// of the activations (tokens, or an expert's share of them):
+//   FWD          out(M,N)      = inp(M,K)   · weight(N,K)ᵀ
+//   BWD_DATA     dinp(M,K)    += dout(M,N)  · weight(N,K)
+//   BWD_WEIGHTS  dweight(N,K) += dout(M,N)ᵀ · inp(M,K)
+// Transposed operands are described by strides, never copied; "+=" is oneDNN's sum
+// post-op (beta = 1), so no temporary is needed either.
+//
+// Creating a primitive costs milliseconds (JIT), so primitives are cached by
+// (kind,K,N). M changes every step for expert GEMMs, so the cached primitive takes
+// M at run time (DNNL_RUNTIME_DIM_VAL). oneDNN 2.6 serves runtime shapes with its
+// JIT sgemm, which for small M or K loses to the kernels it picks when the shape
+// is known; so the first few distinct M of a (kind,K,N) — the dense layers' fixed
+// B*T — also get a fixed-M primitive, and any further M uses the runtime one.
+// The number of primitives is therefore bounded by the number of shapes, never by
+// the number of calls.
 #include "kernels/kernels.h"
 
-void matmul_forward(float *out, const float *inp, const float *weight, int M, int K, int N) {
-    #pragma omp parallel for
-    for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            float s = 0;
-            for (int k = 0; k < K; k++) s += inp[(size_t)m * K + k] * weight[(size_t)n * K + k];
-            out[(size_t)m * N + n] = s;
-        }
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/error.h"
+
+// A failing oneDNN call means a bug here or a broken install, not bad user input.
+#define DNNL_CHECK(call)                                                               \
+    do {                                                                               \
+        dnnl_status_t st_ = (call);                                                    \
+        if (st_ != dnnl_success) {                                                     \
+            fprintf(stderr, "bagualu: internal error: oneDNN %s: %s (%s:%d)\n", #call, \
+                    dnnl_status2str(st_), __FILE__, __LINE__);                         \
+            abort();                                                                   \
+        }                                                                              \
+    } while (0)
+
+enum gemm_kind { GEMM_FWD, GEMM_BWD_DATA, GEMM_BWD_WEIGHTS };
+
+// Distinct M per (kind,K,N) that get their own fixed-M primitive (a benchmark may
+// set it to 0 to measure the runtime-M primitive alone).
+#ifndef FIXED_M_PER_SHAPE
+#define FIXED_M_PER_SHAPE 4
+#endif
+
+enum {
+    GEMM_CACHE_SIZE = 192,  // a model has a handful of (K,N); room for several models
+    RUNTIME_M = -1,
+};
+
+typedef struct {
+    int used;
+    int kind, K, N;
+    int64_t M;             // RUNTIME_M, or the M this primitive was made for
+    dnnl_primitive_t prim;
+    // Memory objects carry concrete dims, so they are remade only when M changes;
+    // a steady M (every dense layer) runs without any allocation.
+    dnnl_memory_t a, b, c;
+    int64_t mem_M;
+    uint64_t last_use;
+} gemm_entry;
+
+static gemm_entry g_cache[GEMM_CACHE_SIZE];
+static uint64_t g_clock;
+static dnnl_engine_t g_engine;
+static dnnl_stream_t g_stream;
+
+// Shapes and strides of the operands A(m,k) · B(k,n) → C(m,n) of one kind.
+// M (possibly DNNL_RUNTIME_DIM_VAL) never enters a stride, so one primitive
+// serves every M.
+typedef struct {
+    dnnl_dims_t a_dims, a_strides, b_dims, b_strides, c_dims, c_strides;
+    float beta;
+} gemm_layout;
+
+static gemm_layout gemm_layout_of(int kind, int64_t M, int64_t K, int64_t N) {
+    gemm_layout l;
+    memset(&l, 0, sizeof l);
+    switch (kind) {
+    case GEMM_FWD:  // inp(M,K) · [weight(N,K) read as (K,N) with strides (1,K)]
+        l.a_dims[0] = M, l.a_dims[1] = K, l.a_strides[0] = K, l.a_strides[1] = 1;
+        l.b_dims[0] = K, l.b_dims[1] = N, l.b_strides[0] = 1, l.b_strides[1] = K;
+        l.c_dims[0] = M, l.c_dims[1] = N, l.c_strides[0] = N, l.c_strides[1] = 1;
+        l.beta = 0.0f;
+        break;
+    case GEMM_BWD_DATA:  // dout(M,N) · weight(N,K)
+        l.a_dims[0] = M, l.a_dims[1] = N, l.a_strides[0] = N, l.a_strides[1] = 1;
+        l.b_dims[0] = N, l.b_dims[1] = K, l.b_strides[0] = K, l.b_strides[1] = 1;
+        l.c_dims[0] = M, l.c_dims[1] = K, l.c_strides[0] = K, l.c_strides[1] = 1;
+        l.beta = 1.0f;
+        break;
+    default:  // [dout(M,N) read as (N,M) with strides (1,N)] · inp(M,K)
+        l.a_dims[0] = N, l.a_dims[1] = M, l.a_strides[0] = 1, l.a_strides[1] = N;
+        l.b_dims[0] = M, l.b_dims[1] = K, l.b_strides[0] = K, l.b_strides[1] = 1;
+        l.c_dims[0] = N, l.c_dims[1] = K, l.c_strides[0] = K, l.c_strides[1] = 1;
+        l.beta = 1.0f;
+        break;
+    }
+    return l;
 }
 
+static void gemm_engine_init(void) {
+    if (g_engine) return;
+    DNNL_CHECK(dnnl_engine_create(&g_engine, dnnl_cpu, 0));
+    DNNL_CHECK(dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags));
+}
+
+static dnnl_primitive_t gemm_primitive_create(int kind, int64_t M, int K, int N) {
+    gemm_layout l = gemm_layout_of(kind, M == RUNTIME_M ? DNNL_RUNTIME_DIM_VAL : M, K, N);
+    dnnl_memory_desc_t a_md, b_md, c_md;
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&a_md, 2, l.a_dims, dnnl_f32, l.a_strides));
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&b_md, 2, l.b_dims, dnnl_f32, l.b_strides));
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&c_md, 2, l.c_dims, dnnl_f32, l.c_strides));
+    dnnl_matmul_desc_t desc;
+    DNNL_CHECK(dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md));
+
+    dnnl_primitive_attr_t attr;
+    DNNL_CHECK(dnnl_primitive_attr_create(&attr));
+    dnnl_post_ops_t ops = NULL;
+    if (l.beta != 0.0f) {
+        DNNL_CHECK(dnnl_post_ops_create(&ops));
+        DNNL_CHECK(dnnl_post_ops_append_sum(ops, l.beta));
+        DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, ops));
+    }
+    dnnl_primitive_desc_t pd;
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &desc, attr, g_engine, NULL));
+    dnnl_primitive_t prim;
+    DNNL_CHECK(dnnl_primitive_create(&prim, pd));
+    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+    if (ops) DNNL_CHECK(dnnl_post_ops_destroy(ops));
+    DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
+    return prim;
+}
+
+static void gemm_entry_free_memory(gemm_entry *e) {
+    if (e->a) DNNL_CHECK(dnnl_memory_destroy(e->a));
+    if (e->b) DNNL_CHECK(dnnl_memory_destroy(e->b));
+    if (e->c) DNNL_CHECK(dnnl_memory_destroy(e->c));
+    e->a = e->b = e->c = NULL;
+    e->mem_M = -1;
+}
+
+static void gemm_entry_free(gemm_entry *e) {
+    gemm_entry_free_memory(e);
+    if (e->prim) DNNL_CHECK(dnnl_primitive_destroy(e->prim));
+    memset(e, 0, sizeof *e);
+}
+
+static void gemm_entry_bind_memory(gemm_entry *e, int64_t M) {
+    if (e->mem_M == M) return;
+    gemm_entry_free_memory(e);
+    gemm_layout l = gemm_layout_of(e->kind, M, e->K, e->N);
+    dnnl_memory_desc_t a_md, b_md, c_md;
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&a_md, 2, l.a_dims, dnnl_f32, l.a_strides));
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&b_md, 2, l.b_dims, dnnl_f32, l.b_strides));
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&c_md, 2, l.c_dims, dnnl_f32, l.c_strides));
+    DNNL_CHECK(dnnl_memory_create(&e->a, &a_md, g_engine, DNNL_MEMORY_NONE));
+    DNNL_CHECK(dnnl_memory_create(&e->b, &b_md, g_engine, DNNL_MEMORY_NONE));
+    DNNL_CHECK(dnnl_memory_create(&e->c, &c_md, g_engine, DNNL_MEMORY_NONE));
+    e->mem_M = M;
+}
+
+// Finds or makes the primitive for this call. Linear scan: the table is small and
+// the scan is nothing next to the GEMM.
+static gemm_entry *gemm_lookup(int kind, int M, int K, int N) {
+    gemm_entry *runtime = NULL, *free_slot = NULL, *oldest = NULL;
+    int fixed_count = 0;
+    for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
+        gemm_entry *e = &g_cache[i];
+        if (!e->used) {
+            if (!free_slot) free_slot = e;
+            continue;
+        }
+        if (!oldest || e->last_use < oldest->last_use) oldest = e;
+        if (e->kind != kind || e->K != K || e->N != N) continue;
+        if (e->M == M) return e;
+        if (e->M == RUNTIME_M) runtime = e;
+        else fixed_count++;
+    }
+    if (fixed_count >= FIXED_M_PER_SHAPE && runtime) return runtime;
+    // A full table evicts the least recently used entry; the only cost is
+    // re-creating it if that shape comes back.
+    gemm_entry *e = free_slot ? free_slot : oldest;
+    if (!free_slot) gemm_entry_free(e);
+    e->used = 1;
+    e->kind = kind, e->K = K, e->N = N;
+    e->M = fixed_count >= FIXED_M_PER_SHAPE ? RUNTIME_M : M;
+    e->prim = gemm_primitive_create(kind, e->M, K, N);
+    e->a = e->b = e->c = NULL;
+    e->mem_M = -1;
+    return e;
+}
+
+static void gemm_run(int kind, float *c, const float *a, const float *b, int M, int K, int N) {
+    // The cache and the bound memory objects are not locked: GEMMs are issued from
+    // the main thread and oneDNN parallelises inside with the shared OpenMP pool.
+    BG_ASSERT(!omp_in_parallel());
+    BG_ASSERT(M >= 0 && K > 0 && N > 0);
+    gemm_engine_init();
+    gemm_entry *e = gemm_lookup(kind, M, K, N);
+    e->last_use = ++g_clock;
+    gemm_entry_bind_memory(e, M);
+    DNNL_CHECK(dnnl_memory_set_data_handle(e->a, (void *)a));
+    DNNL_CHECK(dnnl_memory_set_data_handle(e->b, (void *)b));
+    DNNL_CHECK(dnnl_memory_set_data_handle(e->c, c));
+    dnnl_exec_arg_t args[3] = {
+        {DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+    DNNL_CHECK(dnnl_primitive_execute(e->prim, g_stream, 3, args));
+    DNNL_CHECK(dnnl_stream_wait(g_stream));
+}
+
+// inp (M,K), weight (N,K), out (M,N)
+void matmul_forward(float *out, const float *inp, const float *weight, int M, int K, int N) {
+    if (M == 0 || N == 0) return;
+    if (K == 0) {  // an empty sum; oneDNN rejects zero-sized reductions
+        memset(out, 0, (size_t)M * N * sizeof *out);
+        return;
+    }
+    gemm_run(GEMM_FWD, out, inp, weight, M, K, N);
+}
+
+// dout (M,N); dinp (M,K) += dout · weight; dweight (N,K) += doutᵀ · inp
 void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                      const float *weight, int M, int K, int N) {
-    if (dinp) {
-        #pragma omp parallel for
-        for (int m = 0; m < M; m++)
-            for (int n = 0; n < N; n++)
-                for (int k = 0; k < K; k++)
-                    dinp[(size_t)m * K + k] += dout[(size_t)m * N + n] * weight[(size_t)n * K + k];
-    }
-    if (dweight) {
-        #pragma omp parallel for
-        for (int n = 0; n < N; n++)
-            for (int m = 0; m < M; m++)
-                for (int k = 0; k < K; k++)
-                    dweight[(size_t)n * K + k] += dout[(size_t)m * N + n] * inp[(size_t)m * K + k];
-    }
+    if (M == 0 || K == 0 || N == 0) return;
+    if (dinp) gemm_run(GEMM_BWD_DATA, dinp, dout, weight, M, K, N);
+    if (dweight) gemm_run(GEMM_BWD_WEIGHTS, dweight, dout, inp, M, K, N);
 }
 
-void matmul_cache_clear(void) {}
+void matmul_cache_clear(void) {
+    for (int i = 0; i < GEMM_CACHE_SIZE; i++)
+        if (g_cache[i].used) gemm_entry_free(&g_cache[i]);
+    if (g_stream) DNNL_CHECK(dnnl_stream_destroy(g_stream));
+    if (g_engine) DNNL_CHECK(dnnl_engine_destroy(g_engine));
+    g_stream = NULL;
+    g_engine = NULL;
+    g_clock = 0;
+}

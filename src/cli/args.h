@@ -1,0 +1,17 @@
+#ifndef BG_CLI_ARGS_H
+#define BG_CLI_ARGS_H
+// "--name value" flags: every value is checked fully (no trailing junk, in range),
+// unknown flags and missing values are errors naming the flag.
+typedef enum { ARG_STR, ARG_INT, ARG_LONG, ARG_FLOAT, ARG_U64, ARG_SWITCH } arg_kind;
+
+typedef struct {
+    const char *name;   // without the leading "--"
+    arg_kind kind;
+    void *dest;         // const char **, int *, long *, float *, uint64_t *, int * (switch)
+    int required;
+    const char *help;
+} arg_spec;
+
+int args_parse(const arg_spec *specs, int count, int argc, char **argv, const char *verb);
+void args_usage(const arg_spec *specs, int count, const char *verb, const char *summary);
+#endif

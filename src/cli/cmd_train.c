@@ -1,0 +1,55 @@
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "train/trainer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int cmd_train(int argc, char **argv) {
+    train_options o;
+    train_options_defaults(&o);
+    const arg_spec specs[] = {
+        {"config", ARG_STR, &o.config_path, 1, "model config (JSON)"},
+        {"data", ARG_STR, &o.data_path, 1, "training token shard"},
+        {"val", ARG_STR, &o.val_path, 0, "validation token shard"},
+        {"batch-size", ARG_INT, &o.batch_size, 0, "sequences per step (default 8)"},
+        {"seq-len", ARG_INT, &o.seq_len, 0, "tokens per sequence (default 64)"},
+        {"steps", ARG_LONG, &o.steps, 0, "optimizer steps (default 100)"},
+        {"lr", ARG_FLOAT, &o.lr, 0, "peak learning rate (default 3e-4)"},
+        {"min-lr", ARG_FLOAT, &o.min_lr, 0, "final learning rate of the cosine (default lr/10)"},
+        {"warmup", ARG_LONG, &o.warmup, 0, "linear warm-up steps (default 0)"},
+        {"weight-decay", ARG_FLOAT, &o.weight_decay, 0, "AdamW decoupled weight decay (default 0.1)"},
+        {"beta1", ARG_FLOAT, &o.beta1, 0, "AdamW beta1 (default 0.9)"},
+        {"beta2", ARG_FLOAT, &o.beta2, 0, "AdamW beta2 (default 0.95)"},
+        {"clip", ARG_FLOAT, &o.clip, 0, "clip the global gradient norm to this (0 = off; default 1)"},
+        {"seed", ARG_U64, &o.seed, 0, "seed for initialization and data order (default 1337)"},
+        {"threads", ARG_INT, &o.threads, 0, "OpenMP threads (default: all cores)"},
+        {"log", ARG_STR, &o.log_path, 0, "write one JSON object per step here"},
+        {"eval-every", ARG_LONG, &o.eval_every, 0, "evaluate on --val every K steps"},
+        {"eval-batches", ARG_INT, &o.eval_batches, 0, "batches per evaluation (default 4)"},
+    };
+    int n = (int)(sizeof specs / sizeof specs[0]);
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) {
+            args_usage(specs, n, "train", "Train a MoE transformer on a token shard.");
+            return 0;
+        }
+    if (args_parse(specs, n, argc, argv, "train") != BG_OK) {
+        fprintf(stderr, "bagualu: %s\n", bg_last_error());
+        return 2;
+    }
+    if (o.eval_batches <= 0) {
+        fprintf(stderr, "bagualu: train: --eval-batches must be positive\n");
+        return 2;
+    }
+    if (o.threads < 0) {
+        fprintf(stderr, "bagualu: train: --threads must be positive\n");
+        return 2;
+    }
+    if (trainer_run(&o) != BG_OK) {
+        fprintf(stderr, "bagualu: %s\n", bg_last_error());
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,8 @@
+#ifndef BG_CLI_COMMANDS_H
+#define BG_CLI_COMMANDS_H
+// Each verb of `bagualu <verb>`: returns the process exit code
+// (0 success, 2 bad input, 1 a failure while running).
+int cmd_train(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+#endif

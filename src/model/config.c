@@ -1,0 +1,246 @@
+#include "model/config.h"
+#include "core/error.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+void model_config_defaults(model_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->norm = NORM_LAYERNORM;
+    cfg->hidden_act = FFN_GELU;
+    cfg->position_embedding = POS_LEARNED;
+    cfg->rope_theta = 10000.0f;
+    cfg->norm_eps = 1e-5f;
+    cfg->tie_word_embeddings = 1;
+    cfg->initializer_range = 0.02f;
+    cfg->num_experts_per_tok = 2;
+    cfg->moe_layer_freq = 1;
+    cfg->norm_topk_prob = 1;
+    cfg->router_aux_loss_coef = 0.01f;
+    cfg->router_z_loss_coef = 0.0f;
+}
+
+typedef enum { KEY_INT, KEY_FLOAT, KEY_BOOL, KEY_ENUM } key_kind;
+
+typedef struct {
+    const char *name;
+    key_kind kind;
+    size_t offset;
+    int required;
+    const char *const *choices;  // KEY_ENUM: NULL-terminated names, value = index
+} key_spec;
+
+static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
+static const char *const act_names[] = {"gelu", "swiglu", NULL};
+static const char *const pos_names[] = {"learned", "rope", NULL};
+
+#define KEY(field, kind, req, ch) {#field, kind, offsetof(model_config, field), req, ch}
+static const key_spec keys[] = {
+    KEY(vocab_size, KEY_INT, 1, NULL),
+    KEY(max_position_embeddings, KEY_INT, 1, NULL),
+    KEY(hidden_size, KEY_INT, 1, NULL),
+    KEY(num_hidden_layers, KEY_INT, 1, NULL),
+    KEY(num_attention_heads, KEY_INT, 1, NULL),
+    KEY(intermediate_size, KEY_INT, 0, NULL),
+    KEY(norm, KEY_ENUM, 0, norm_names),
+    KEY(hidden_act, KEY_ENUM, 0, act_names),
+    KEY(position_embedding, KEY_ENUM, 0, pos_names),
+    KEY(rope_theta, KEY_FLOAT, 0, NULL),
+    KEY(norm_eps, KEY_FLOAT, 0, NULL),
+    KEY(tie_word_embeddings, KEY_BOOL, 0, NULL),
+    KEY(initializer_range, KEY_FLOAT, 0, NULL),
+    KEY(num_local_experts, KEY_INT, 0, NULL),
+    KEY(num_experts_per_tok, KEY_INT, 0, NULL),
+    KEY(moe_intermediate_size, KEY_INT, 0, NULL),
+    KEY(moe_layer_freq, KEY_INT, 0, NULL),
+    KEY(num_shared_experts, KEY_INT, 0, NULL),
+    KEY(norm_topk_prob, KEY_BOOL, 0, NULL),
+    KEY(router_aux_loss_coef, KEY_FLOAT, 0, NULL),
+    KEY(router_z_loss_coef, KEY_FLOAT, 0, NULL),
+};
+#define NKEYS ((int)(sizeof keys / sizeof keys[0]))
+
+// Keys a Hugging Face config carries that do not change bagualu's model.
+static const char *const ignored_keys[] = {"model_type", "architectures", "torch_dtype",
+                                           "_name_or_path", "transformers_version", NULL};
+
+static int set_key(model_config *cfg, const key_spec *k, const cJSON *v, const char *origin) {
+    char *field = (char *)cfg + k->offset;
+    switch (k->kind) {
+    case KEY_INT: {
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+            fabs(v->valuedouble) > 2147483647.0)
+            return bg_error("%s: \"%s\" must be an integer", origin, k->name);
+        *(int *)field = (int)v->valuedouble;
+        return BG_OK;
+    }
+    case KEY_FLOAT:
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+            return bg_error("%s: \"%s\" must be a finite number", origin, k->name);
+        *(float *)field = (float)v->valuedouble;
+        return BG_OK;
+    case KEY_BOOL:
+        if (!cJSON_IsBool(v)) return bg_error("%s: \"%s\" must be true or false", origin, k->name);
+        *(int *)field = cJSON_IsTrue(v);
+        return BG_OK;
+    case KEY_ENUM:
+        if (cJSON_IsString(v)) {
+            for (int i = 0; k->choices[i]; i++)
+                if (strcmp(v->valuestring, k->choices[i]) == 0) {
+                    *(int *)field = i;
+                    return BG_OK;
+                }
+        }
+        {
+            char list[128] = "";
+            for (int i = 0; k->choices[i]; i++) {
+                strcat(list, i ? ", " : "");
+                strcat(list, k->choices[i]);
+            }
+            return bg_error("%s: \"%s\" must be one of: %s", origin, k->name, list);
+        }
+    }
+    return BG_ERR;
+}
+
+int model_config_parse(model_config *cfg, const char *json, const char *origin) {
+    model_config_defaults(cfg);
+    cJSON *root = cJSON_Parse(json);
+    if (!root) return bg_error("%s: not valid JSON (near \"%.20s\")", origin,
+                               cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return bg_error("%s: the config must be a JSON object", origin);
+    }
+    int seen[NKEYS] = {0};
+    int rc = BG_OK;
+    for (const cJSON *v = root->child; v && rc == BG_OK; v = v->next) {
+        int found = -1;
+        for (int i = 0; i < NKEYS; i++)
+            if (strcmp(v->string, keys[i].name) == 0) found = i;
+        if (found < 0) {
+            int ignored = 0;
+            for (int i = 0; ignored_keys[i]; i++) ignored |= strcmp(v->string, ignored_keys[i]) == 0;
+            if (!ignored) rc = bg_error("%s: unknown key \"%s\"", origin, v->string);
+            continue;
+        }
+        if (seen[found]) rc = bg_error("%s: key \"%s\" given twice", origin, v->string);
+        else rc = set_key(cfg, &keys[found], v, origin);
+        seen[found] = 1;
+    }
+    for (int i = 0; i < NKEYS && rc == BG_OK; i++)
+        if (keys[i].required && !seen[i])
+            rc = bg_error("%s: missing required key \"%s\"", origin, keys[i].name);
+    cJSON_Delete(root);
+    if (rc != BG_OK) return rc;
+    return model_config_validate(cfg, origin);
+}
+
+int model_config_validate(const model_config *c, const char *origin) {
+    if (c->vocab_size <= 0) return bg_error("%s: vocab_size must be positive", origin);
+    if (c->max_position_embeddings <= 0)
+        return bg_error("%s: max_position_embeddings must be positive", origin);
+    if (c->hidden_size <= 0) return bg_error("%s: hidden_size must be positive", origin);
+    if (c->num_hidden_layers <= 0) return bg_error("%s: num_hidden_layers must be positive", origin);
+    if (c->num_attention_heads <= 0)
+        return bg_error("%s: num_attention_heads must be positive", origin);
+    if (c->hidden_size % c->num_attention_heads != 0)
+        return bg_error("%s: num_attention_heads (%d) does not divide hidden_size (%d)", origin,
+                        c->num_attention_heads, c->hidden_size);
+    int hs = c->hidden_size / c->num_attention_heads;
+    if (c->position_embedding == POS_ROPE && hs % 2 != 0)
+        return bg_error("%s: rope needs an even head size, got %d", origin, hs);
+    if (c->position_embedding == POS_ROPE && !(c->rope_theta > 0))
+        return bg_error("%s: rope_theta must be positive", origin);
+    if (!(c->norm_eps > 0)) return bg_error("%s: norm_eps must be positive", origin);
+    if (!(c->initializer_range > 0)) return bg_error("%s: initializer_range must be positive", origin);
+    if (c->num_local_experts < 0) return bg_error("%s: num_local_experts must be >= 0", origin);
+    int any_dense = 0, any_moe = 0;
+    if (c->moe_layer_freq <= 0) return bg_error("%s: moe_layer_freq must be positive", origin);
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        if (model_layer_is_moe(c, l)) any_moe = 1;
+        else any_dense = 1;
+    }
+    if (any_dense && c->intermediate_size <= 0)
+        return bg_error("%s: intermediate_size must be positive (the model has dense FFN layers)",
+                        origin);
+    if (any_moe) {
+        if (c->num_experts_per_tok <= 0)
+            return bg_error("%s: num_experts_per_tok must be positive", origin);
+        if (c->num_experts_per_tok > c->num_local_experts)
+            return bg_error("%s: num_experts_per_tok (%d) exceeds num_local_experts (%d)", origin,
+                            c->num_experts_per_tok, c->num_local_experts);
+        if (c->moe_intermediate_size <= 0)
+            return bg_error("%s: moe_intermediate_size must be positive", origin);
+        if (c->num_shared_experts < 0)
+            return bg_error("%s: num_shared_experts must be >= 0", origin);
+        if (c->router_aux_loss_coef < 0 || c->router_z_loss_coef < 0)
+            return bg_error("%s: router loss coefficients must be >= 0", origin);
+    }
+    // Sizes must keep every tensor's element count within size_t and every row
+    // count within int: bound the hidden dimensions generously.
+    if (c->vocab_size > (1 << 24) || c->hidden_size > (1 << 16) ||
+        c->max_position_embeddings > (1 << 20) || c->intermediate_size > (1 << 18) ||
+        c->moe_intermediate_size > (1 << 18) || c->num_local_experts > (1 << 14) ||
+        c->num_hidden_layers > 4096)
+        return bg_error("%s: a size in the config is beyond what bagualu supports", origin);
+    return BG_OK;
+}
+
+int model_config_load(model_config *cfg, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return bg_error("%s: cannot open config file", path);
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            if (cap > (64u << 20)) {
+                free(text);
+                fclose(f);
+                return bg_error("%s: config file too large", path);
+            }
+            text = realloc(text, cap);
+            if (!text) {
+                fclose(f);
+                return bg_error("%s: out of memory reading config", path);
+            }
+        }
+        size_t got = fread(text + len, 1, 4096, f);
+        len += got;
+        if (got < 4096) break;
+    }
+    int read_error = ferror(f);
+    fclose(f);
+    if (read_error) {
+        free(text);
+        return bg_error("%s: cannot read config file", path);
+    }
+    text[len] = '\0';
+    if (strlen(text) != len) {
+        free(text);
+        return bg_error("%s: config file contains NUL bytes (not JSON text)", path);
+    }
+    int rc = model_config_parse(cfg, text, path);
+    free(text);
+    return rc;
+}
+
+char *model_config_to_json(const model_config *cfg) {
+    cJSON *root = cJSON_CreateObject();
+    for (int i = 0; i < NKEYS; i++) {
+        const char *field = (const char *)cfg + keys[i].offset;
+        switch (keys[i].kind) {
+        case KEY_INT: cJSON_AddNumberToObject(root, keys[i].name, *(const int *)field); break;
+        case KEY_FLOAT: cJSON_AddNumberToObject(root, keys[i].name, *(const float *)field); break;
+        case KEY_BOOL: cJSON_AddBoolToObject(root, keys[i].name, *(const int *)field); break;
+        case KEY_ENUM:
+            cJSON_AddStringToObject(root, keys[i].name, keys[i].choices[*(const int *)field]);
+            break;
+        }
+    }
+    char *out = cJSON_Print(root);
+    cJSON_Delete(root);
+    return out;
+}

@@ -1,0 +1,46 @@
+#ifndef BG_MODEL_CONFIG_H
+#define BG_MODEL_CONFIG_H
+// The model config: a JSON file with Hugging Face style keys (see configs/).
+#include "moe/ffn.h"
+
+typedef enum { NORM_LAYERNORM = 0, NORM_RMSNORM = 1 } model_norm;
+typedef enum { POS_LEARNED = 0, POS_ROPE = 1 } model_pos;
+
+typedef struct {
+    int vocab_size;
+    int max_position_embeddings;
+    int hidden_size;
+    int num_hidden_layers;
+    int num_attention_heads;
+    int intermediate_size;      // dense FFN hidden size
+    model_norm norm;
+    ffn_act hidden_act;
+    model_pos position_embedding;
+    float rope_theta;
+    float norm_eps;
+    int tie_word_embeddings;
+    float initializer_range;
+    // MoE: num_local_experts == 0 gives a dense model
+    int num_local_experts;
+    int num_experts_per_tok;
+    int moe_intermediate_size;
+    int moe_layer_freq;         // layer l is MoE when (l+1) % freq == 0
+    int num_shared_experts;
+    int norm_topk_prob;
+    float router_aux_loss_coef;
+    float router_z_loss_coef;
+} model_config;
+
+// Defaults for every optional key (used before parsing).
+void model_config_defaults(model_config *cfg);
+// Parses JSON text; unknown keys, wrong types and invalid values are errors (bg_error).
+int model_config_parse(model_config *cfg, const char *json, const char *origin);
+int model_config_load(model_config *cfg, const char *path);
+int model_config_validate(const model_config *cfg, const char *origin);
+// The config as JSON text (caller frees); parsing it gives the same config.
+char *model_config_to_json(const model_config *cfg);
+
+static inline int model_layer_is_moe(const model_config *cfg, int layer) {
+    return cfg->num_local_experts > 0 && (layer + 1) % cfg->moe_layer_freq == 0;
+}
+#endif

@@ -1,0 +1,204 @@
+#include "model/params.h"
+#include "core/error.h"
+#include "core/rng.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+// Walks the model's tensors in block order. With `t` it records the table; with
+// `v` and `block` it binds views. One walk keeps names, offsets and views in step.
+typedef struct {
+    param_table *t;
+    model_params *v;
+    float *block;
+    size_t offset;
+    int cap;
+} walker;
+
+static float *add(walker *w, int layer, int expert, int decay, param_init init, int64_t d0,
+                  int64_t d1, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+
+static float *add(walker *w, int layer, int expert, int decay, param_init init, int64_t d0,
+                  int64_t d1, const char *fmt, ...) {
+    size_t numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
+    if (w->t) {
+        if (w->t->count == w->cap) {
+            w->cap = w->cap ? 2 * w->cap : 64;
+            w->t->tensors = realloc(w->t->tensors, sizeof(param_tensor) * w->cap);
+            BG_ASSERT(w->t->tensors);
+        }
+        param_tensor *p = &w->t->tensors[w->t->count++];
+        memset(p, 0, sizeof *p);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(p->name, sizeof p->name, fmt, ap);
+        va_end(ap);
+        p->ndim = d1 > 0 ? 2 : 1;
+        p->shape[0] = d0;
+        p->shape[1] = d1 > 0 ? d1 : 0;
+        p->offset = w->offset;
+        p->numel = numel;
+        p->decay = decay;
+        p->init = init;
+        p->layer = layer;
+        p->expert = expert;
+    }
+    float *ptr = w->block ? w->block + w->offset : NULL;
+    w->offset += numel;
+    return ptr;
+}
+
+static void walk(walker *w, const model_config *c) {
+    int C = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
+    int swiglu = c->hidden_act == FFN_SWIGLU, rms = c->norm == NORM_RMSNORM;
+    model_params *v = w->v;
+    model_params dummy;
+    layer_params dummy_layer;
+    if (!v) v = &dummy;
+
+    v->wte = add(w, -1, -1, 0, INIT_NORMAL, V, C, "model.embed_tokens.weight");
+    v->wpe = NULL;
+    if (c->position_embedding == POS_LEARNED)
+        v->wpe = add(w, -1, -1, 0, INIT_NORMAL, c->max_position_embeddings, C,
+                     "model.embed_positions.weight");
+    for (int l = 0; l < L; l++) {
+        layer_params *lp = w->v ? &v->layers[l] : &dummy_layer;
+        memset(lp, 0, sizeof *lp);
+        const char *pre = "model.layers";
+        lp->ln1_w = add(w, l, -1, 0, INIT_ONES, C, 0, "%s.%d.input_layernorm.weight", pre, l);
+        if (!rms) lp->ln1_b = add(w, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.input_layernorm.bias", pre, l);
+        // q, k, v adjacent: the block holds them as one (3C,C) matrix for one GEMM.
+        lp->qkv_w = add(w, l, -1, 1, INIT_NORMAL, C, C, "%s.%d.self_attn.q_proj.weight", pre, l);
+        add(w, l, -1, 1, INIT_NORMAL, C, C, "%s.%d.self_attn.k_proj.weight", pre, l);
+        add(w, l, -1, 1, INIT_NORMAL, C, C, "%s.%d.self_attn.v_proj.weight", pre, l);
+        lp->o_w = add(w, l, -1, 1, INIT_NORMAL_RESIDUAL, C, C, "%s.%d.self_attn.o_proj.weight", pre, l);
+        lp->ln2_w = add(w, l, -1, 0, INIT_ONES, C, 0, "%s.%d.post_attention_layernorm.weight", pre, l);
+        if (!rms)
+            lp->ln2_b = add(w, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.post_attention_layernorm.bias", pre, l);
+        lp->is_moe = model_layer_is_moe(c, l);
+        if (!lp->is_moe) {
+            int F = c->intermediate_size;
+            // gate and up adjacent: one (2F,C) GEMM gives [gate | up] per token.
+            if (swiglu) {
+                lp->ffn_in = add(w, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.mlp.gate_proj.weight", pre, l);
+                add(w, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.mlp.up_proj.weight", pre, l);
+            } else {
+                lp->ffn_in = add(w, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.mlp.up_proj.weight", pre, l);
+            }
+            lp->ffn_out = add(w, l, -1, 1, INIT_NORMAL_RESIDUAL, C, F, "%s.%d.mlp.down_proj.weight", pre, l);
+            continue;
+        }
+        int E = c->num_local_experts, F = c->moe_intermediate_size, S = c->num_shared_experts;
+        const char *moe = "block_sparse_moe";
+        lp->moe.gate = add(w, l, -1, 1, INIT_NORMAL, E, C, "%s.%d.%s.gate.weight", pre, l, moe);
+        // All experts' input projections, then all output projections: expert e's
+        // rows are w_in + e*U*C, as moe/ expects.
+        for (int e = 0; e < E; e++) {
+            float *p = add(w, l, e, 1, INIT_NORMAL, F, C, "%s.%d.%s.experts.%d.w1.weight", pre, l, moe, e);
+            if (e == 0) lp->moe.w_in = p;
+            if (swiglu) add(w, l, e, 1, INIT_NORMAL, F, C, "%s.%d.%s.experts.%d.w3.weight", pre, l, moe, e);
+        }
+        for (int e = 0; e < E; e++) {
+            float *p = add(w, l, e, 1, INIT_NORMAL_RESIDUAL, C, F, "%s.%d.%s.experts.%d.w2.weight",
+                           pre, l, moe, e);
+            if (e == 0) lp->moe.w_out = p;
+        }
+        lp->moe.shared_in = lp->moe.shared_out = NULL;
+        for (int s = 0; s < S; s++) {
+            float *p = add(w, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.%s.shared_experts.%d.w1.weight", pre, l, moe, s);
+            if (s == 0) lp->moe.shared_in = p;
+            if (swiglu)
+                add(w, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.%s.shared_experts.%d.w3.weight", pre, l, moe, s);
+        }
+        for (int s = 0; s < S; s++) {
+            float *p = add(w, l, -1, 1, INIT_NORMAL_RESIDUAL, C, F,
+                           "%s.%d.%s.shared_experts.%d.w2.weight", pre, l, moe, s);
+            if (s == 0) lp->moe.shared_out = p;
+        }
+    }
+    v->lnf_w = add(w, -1, -1, 0, INIT_ONES, C, 0, "model.norm.weight");
+    v->lnf_b = rms ? NULL : add(w, -1, -1, 0, INIT_ZEROS, C, 0, "model.norm.bias");
+    v->lm_head = c->tie_word_embeddings ? v->wte
+                                        : add(w, -1, -1, 1, INIT_NORMAL, V, C, "lm_head.weight");
+}
+
+void param_table_build(param_table *t, const model_config *cfg) {
+    memset(t, 0, sizeof *t);
+    walker w = {.t = t};
+    walk(&w, cfg);
+    t->numel = w.offset;
+}
+
+void param_table_free(param_table *t) {
+    free(t->tensors);
+    memset(t, 0, sizeof *t);
+}
+
+const param_tensor *param_table_find(const param_table *t, const char *name) {
+    for (int i = 0; i < t->count; i++)
+        if (strcmp(t->tensors[i].name, name) == 0) return &t->tensors[i];
+    return NULL;
+}
+
+void model_params_bind(model_params *v, const model_config *cfg, float *block) {
+    v->layers = bg_calloc((size_t)cfg->num_hidden_layers, sizeof(layer_params));
+    walker w = {.v = v, .block = block};
+    walk(&w, cfg);
+}
+
+void model_params_free(model_params *v) {
+    free(v->layers);
+    v->layers = NULL;
+}
+
+void param_table_init_values(const param_table *t, const model_config *cfg, float *block,
+                             uint64_t seed) {
+    bg_rng rng;
+    bg_rng_seed(&rng, seed);
+    float std = cfg->initializer_range;
+    // GPT-2's scaled init: projections that write into the residual stream are
+    // shrunk by 1/sqrt(2L) so the stream's variance does not grow with depth.
+    float std_resid = std / sqrtf(2.0f * (float)cfg->num_hidden_layers);
+    for (int i = 0; i < t->count; i++) {
+        const param_tensor *p = &t->tensors[i];
+        float *x = block + p->offset;
+        switch (p->init) {
+        case INIT_ONES:
+            for (size_t j = 0; j < p->numel; j++) x[j] = 1.0f;
+            break;
+        case INIT_ZEROS:
+            memset(x, 0, p->numel * sizeof(float));
+            break;
+        case INIT_NORMAL:
+        case INIT_NORMAL_RESIDUAL: {
+            float s = p->init == INIT_NORMAL ? std : std_resid;
+            for (size_t j = 0; j < p->numel; j++) x[j] = s * bg_rng_normal(&rng);
+            break;
+        }
+        }
+    }
+}
+
+size_t model_param_count(const model_config *cfg) {
+    walker w = {0};
+    walk(&w, cfg);
+    return w.offset;
+}
+
+double model_active_matmul_params(const model_config *c) {
+    double C = c->hidden_size, total = 0;
+    int U_mul = c->hidden_act == FFN_SWIGLU ? 3 : 2;  // matrices per FFN
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        total += 4 * C * C;
+        if (model_layer_is_moe(c, l)) {
+            double ffn = U_mul * C * c->moe_intermediate_size;
+            total += c->num_local_experts * C;  // router
+            total += (c->num_experts_per_tok + c->num_shared_experts) * ffn;
+        } else {
+            total += U_mul * C * c->intermediate_size;
+        }
+    }
+    total += (double)c->vocab_size * C;  // LM head
+    return total;
+}

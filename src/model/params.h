@@ -1,0 +1,69 @@
+#ifndef BG_MODEL_PARAMS_H
+#define BG_MODEL_PARAMS_H
+// Parameters: one size table, one contiguous block, a struct of named views.
+// The same table names checkpoint tensors and lays out gradients and optimizer
+// state (all mirror the parameter block element for element).
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/config.h"
+#include "moe/moe_layer.h"
+
+#define PARAM_NAME_MAX 96
+#define PARAM_MAX_DIMS 2
+
+typedef enum { INIT_NORMAL = 0, INIT_NORMAL_RESIDUAL, INIT_ONES, INIT_ZEROS } param_init;
+
+typedef struct {
+    char name[PARAM_NAME_MAX];  // Hugging Face style, e.g. model.layers.3.block_sparse_moe.experts.5.w1.weight
+    int ndim;
+    int64_t shape[PARAM_MAX_DIMS];
+    size_t offset;              // in elements, into the block
+    size_t numel;
+    int decay;                  // AdamW weight decay applies (matrices, not norms/embeddings)
+    param_init init;
+    int expert;                 // global expert id for routed-expert tensors, else -1
+    int layer;                  // layer index, -1 for embeddings / final norm / head
+} param_tensor;
+
+typedef struct {
+    float *ln1_w, *ln1_b;       // (C); ln*_b NULL for RMSNorm
+    float *qkv_w;               // (3C,C) = [q_proj ; k_proj ; v_proj]
+    float *o_w;                 // (C,C)
+    float *ln2_w, *ln2_b;       // (C)
+    int is_moe;
+    float *ffn_in, *ffn_out;    // dense: (U,C), (C,F)
+    moe_params moe;             // MoE: router, experts, shared experts
+} layer_params;
+
+typedef struct {
+    float *wte;                 // (V,C)
+    float *wpe;                 // (maxT,C), NULL with RoPE
+    layer_params *layers;       // (L)
+    float *lnf_w, *lnf_b;       // (C)
+    float *lm_head;             // (V,C), == wte when tied
+} model_params;
+
+typedef struct {
+    param_tensor *tensors;
+    int count;
+    size_t numel;               // total elements of the block
+} param_table;
+
+void param_table_build(param_table *t, const model_config *cfg);
+void param_table_free(param_table *t);
+const param_tensor *param_table_find(const param_table *t, const char *name);
+// Points every view of `v` into `block` (parameters, gradients, or optimizer state).
+void model_params_bind(model_params *v, const model_config *cfg, float *block);
+void model_params_free(model_params *v);
+// Fills the block from the seed, deterministically, tensor by tensor in table order.
+void param_table_init_values(const param_table *t, const model_config *cfg, float *block,
+                             uint64_t seed);
+
+// Parameter counts: total, and active per token (embeddings excluded from the
+// FLOP count's active set are reported separately by the caller).
+size_t model_param_count(const model_config *cfg);
+// Parameters touched per token in matmuls (attention, k routed + shared experts,
+// router, dense FFNs, LM head): the N in 6·N·tokens.
+double model_active_matmul_params(const model_config *cfg);
+#endif

@@ -1,0 +1,91 @@
+#include "train/metrics.h"
+#include "core/error.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+
+int metrics_open(metrics_sink *s, const char *log_path, long total_steps) {
+    memset(s, 0, sizeof *s);
+    s->tty = isatty(fileno(stdout));
+    s->print_every = total_steps >= 200 ? total_steps / 100 : 1;
+    if (log_path) {
+        s->log = fopen(log_path, "w");
+        if (!s->log) return bg_error("%s: cannot open metrics log (%s)", log_path, strerror(errno));
+    }
+    return BG_OK;
+}
+
+static void format_duration(char *buf, size_t n, double sec) {
+    if (!(sec >= 0) || sec > 1e7) {
+        snprintf(buf, n, "--");
+        return;
+    }
+    long s = (long)(sec + 0.5);
+    if (s >= 3600) snprintf(buf, n, "%ldh%02ldm", s / 3600, s / 60 % 60);
+    else if (s >= 60) snprintf(buf, n, "%ldm%02lds", s / 60, s % 60);
+    else snprintf(buf, n, "%lds", s);
+}
+
+void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
+    if (s->log) {
+        fprintf(s->log,
+                "{\"step\":%ld,\"loss\":%.6f,\"aux_loss\":%.6f,\"z_loss\":%.6f,\"lr\":%.6g,"
+                "\"grad_norm\":%.6f,\"tokens_per_s\":%.1f,\"gflops\":%.2f,\"step_s\":%.4f,"
+                "\"expert_counts\":[",
+                m->step, m->loss, m->aux_loss, m->z_loss, m->lr, m->grad_norm, m->tokens_per_s,
+                m->gflops, m->step_seconds);
+        int first = 1;
+        for (int l = 0; l < mdl->cfg.num_hidden_layers; l++) {
+            const int *counts = model_expert_counts(mdl, l);
+            if (!counts) continue;
+            fprintf(s->log, "%s[", first ? "" : ",");
+            for (int e = 0; e < mdl->cfg.num_local_experts; e++)
+                fprintf(s->log, "%s%d", e ? "," : "", counts[e]);
+            fputc(']', s->log);
+            first = 0;
+        }
+        fputs("]}\n", s->log);
+        fflush(s->log);
+    }
+    char eta[32];
+    format_duration(eta, sizeof eta, m->eta_seconds);
+    int digits = snprintf(NULL, 0, "%ld", m->total_steps);
+    if (s->tty) {
+        printf("\r\033[Kstep %*ld/%ld | loss %.4f | aux %.4f | %.0f tok/s | %.1f GFLOP/s | ETA %s",
+               digits, m->step, m->total_steps, m->loss, m->aux_loss, m->tokens_per_s, m->gflops,
+               eta);
+        s->line_open = 1;
+        if (m->step == m->total_steps) {
+            putchar('\n');
+            s->line_open = 0;
+        }
+        fflush(stdout);
+    } else if (m->step % s->print_every == 0 || m->step == 1 || m->step == m->total_steps) {
+        printf("step %*ld/%ld | loss %.4f | aux %.4f | %.0f tok/s | %.1f GFLOP/s | ETA %s\n",
+               digits, m->step, m->total_steps, m->loss, m->aux_loss, m->tokens_per_s, m->gflops,
+               eta);
+        fflush(stdout);
+    }
+}
+
+void metrics_note(metrics_sink *s, const char *fmt, ...) {
+    if (s->line_open) {
+        putchar('\n');
+        s->line_open = 0;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    fflush(stdout);
+}
+
+void metrics_close(metrics_sink *s) {
+    if (s->line_open) putchar('\n');
+    s->line_open = 0;
+    if (s->log) fclose(s->log);
+    s->log = NULL;
+}

@@ -1,0 +1,27 @@
+#ifndef BG_TRAIN_METRICS_H
+#define BG_TRAIN_METRICS_H
+// What a step reports: a live progress line on a terminal (plain lines otherwise)
+// and one JSON object per step in the metrics log (JSON Lines).
+#include <stdio.h>
+
+#include "model/model.h"
+
+typedef struct {
+    long step, total_steps;
+    double loss, aux_loss, z_loss, lr, grad_norm;
+    double tokens_per_s, gflops, step_seconds, eta_seconds;
+} step_metrics;
+
+typedef struct {
+    FILE *log;          // JSON Lines, NULL when not logging
+    int tty;            // stdout is a terminal: redraw one line
+    int line_open;      // a progress line is on screen without its newline
+    long print_every;   // plain-output interval
+} metrics_sink;
+
+int metrics_open(metrics_sink *s, const char *log_path, long total_steps);
+void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl);
+// A message that must not be overwritten by the progress line (eval results).
+void metrics_note(metrics_sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void metrics_close(metrics_sink *s);
+#endif

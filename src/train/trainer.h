@@ -1,0 +1,25 @@
+#ifndef BG_TRAIN_TRAINER_H
+#define BG_TRAIN_TRAINER_H
+// The step loop: batch → forward → backward → clip → AdamW, with metrics and eval.
+#include <stdint.h>
+
+typedef struct {
+    const char *config_path;
+    const char *data_path;
+    const char *val_path;       // NULL: no evaluation
+    const char *log_path;       // NULL: no JSON Lines log
+    int batch_size, seq_len;
+    long steps;
+    float lr, min_lr;           // cosine decays from lr to min_lr
+    long warmup;
+    float weight_decay, beta1, beta2, eps, clip;
+    uint64_t seed;
+    int threads;
+    long eval_every;            // 0: only at the start and the end (when val_path)
+    int eval_batches;           // batches of validation windows per evaluation
+} train_options;
+
+void train_options_defaults(train_options *o);
+// Validates options and inputs, trains, reports. BG_OK or BG_ERR with bg_error set.
+int trainer_run(const train_options *o);
+#endif
