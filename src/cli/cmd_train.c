@@ -39,10 +39,6 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "bagualu: %s\n", bg_last_error());
         return 2;
     }
-    if (o.eval_batches <= 0) {
-        fprintf(stderr, "bagualu: train: --eval-batches must be positive\n");
-        return 2;
-    }
     if (o.threads < 0) {
         fprintf(stderr, "bagualu: train: --threads must be positive\n");
         return 2;

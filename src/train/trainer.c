@@ -2,10 +2,6 @@
 #include "core/error.h"
 #include "core/threads.h"
 #include "core/timer.h"
-#include "data/loader.h"
-#include "data/shard.h"
-#include "model/model.h"
-#include "train/adamw.h"
 #include "train/grad_norm.h"
 #include "train/metrics.h"
 #include "train/schedule.h"
@@ -37,129 +33,147 @@ static int validate(const train_options *o) {
     if (!(o->lr > 0) || !isfinite(o->lr)) return bg_error("--lr must be a positive number");
     if (o->warmup < 0) return bg_error("--warmup must be >= 0");
     if (!(o->weight_decay >= 0)) return bg_error("--weight-decay must be >= 0");
+    if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1))
+        return bg_error("--beta1 and --beta2 must be in [0, 1)");
     if (!(o->clip >= 0)) return bg_error("--clip must be >= 0 (0 disables clipping)");
     if (o->eval_every < 0) return bg_error("--eval-every must be >= 0");
+    if (o->eval_batches <= 0) return bg_error("--eval-batches must be positive");
+    if (o->threads < 0) return bg_error("--threads must be positive");
     if ((long long)o->batch_size * o->seq_len > (1LL << 28))
         return bg_error("--batch-size x --seq-len is too large");
     return BG_OK;
 }
 
-// Mean cross-entropy over the first `batches` batches of validation windows, in file order.
-static double evaluate(model *m, data_loader *val, int batches, int *inputs, int *targets) {
-    int B = m->acts.B, T = m->acts.T;
-    size_t w = 0;
-    double sum = 0;
-    int done = 0;
-    for (int i = 0; i < batches; i++) {
-        if (w + B > val->windows) break;
-        for (int b = 0; b < B; b++, w++)
-            loader_window(val, w, inputs + (size_t)b * T, targets + (size_t)b * T);
-        model_forward(m, inputs, targets);
-        sum += m->loss;
-        done++;
-    }
-    return done ? sum / done : NAN;
-}
-
-int trainer_run(const train_options *o) {
+int trainer_init(trainer *tr, const train_options *o) {
+    memset(tr, 0, sizeof *tr);
+    tr->opt = *o;
     if (validate(o) != BG_OK) return BG_ERR;
-    model_config cfg;
-    if (model_config_load(&cfg, o->config_path) != BG_OK) return BG_ERR;
-    if (o->seq_len > cfg.max_position_embeddings)
+    if (model_config_load(&tr->cfg, o->config_path) != BG_OK) return BG_ERR;
+    if (o->seq_len > tr->cfg.max_position_embeddings)
         return bg_error("--seq-len %d is longer than the model's context (max_position_embeddings %d)",
-                        o->seq_len, cfg.max_position_embeddings);
+                        o->seq_len, tr->cfg.max_position_embeddings);
     int B = o->batch_size, T = o->seq_len;
-    token_shard train_shard, val_shard;
-    data_loader train, val;
-    memset(&val, 0, sizeof val);
-    memset(&val_shard, 0, sizeof val_shard);
-    if (shard_load(&train_shard, o->data_path, cfg.vocab_size) != BG_OK) return BG_ERR;
-    if (loader_init(&train, &train_shard, T, o->seed, o->data_path) != BG_OK) {
-        shard_free(&train_shard);
+    if (shard_load(&tr->train_shard, o->data_path, tr->cfg.vocab_size) != BG_OK) return BG_ERR;
+    if (loader_init(&tr->train, &tr->train_shard, T, o->seed, o->data_path) != BG_OK) {
+        shard_free(&tr->train_shard);
         return BG_ERR;
     }
     if (o->val_path) {
-        if (shard_load(&val_shard, o->val_path, cfg.vocab_size) != BG_OK ||
-            loader_init(&val, &val_shard, T, o->seed, o->val_path) != BG_OK) {
-            loader_free(&train);
-            shard_free(&train_shard);
-            shard_free(&val_shard);
+        if (shard_load(&tr->val_shard, o->val_path, tr->cfg.vocab_size) != BG_OK ||
+            loader_init(&tr->val, &tr->val_shard, T, o->seed, o->val_path) != BG_OK) {
+            loader_free(&tr->train);
+            shard_free(&tr->train_shard);
+            shard_free(&tr->val_shard);
             return BG_ERR;
         }
-        if (val.windows < (size_t)B) {
-            loader_free(&train), loader_free(&val);
-            shard_free(&train_shard), shard_free(&val_shard);
-            return bg_error("%s: %zu validation windows is fewer than one batch of %d", o->val_path,
-                            val.windows, B);
+        if (tr->val.windows < (size_t)B) {
+            size_t w = tr->val.windows;
+            loader_free(&tr->train), loader_free(&tr->val);
+            shard_free(&tr->train_shard), shard_free(&tr->val_shard);
+            return bg_error("%s: %zu validation windows of %d tokens is fewer than one batch of %d",
+                            o->val_path, w, T + 1, B);
         }
-    }
-    metrics_sink sink;
-    if (metrics_open(&sink, o->log_path, o->steps) != BG_OK) {
-        loader_free(&train), loader_free(&val);
-        shard_free(&train_shard), shard_free(&val_shard);
-        return BG_ERR;
+        tr->has_val = 1;
     }
     bg_threads_set(o->threads);
+    model_init(&tr->m, &tr->cfg, o->seed);
+    model_prepare(&tr->m, B, T);
+    adamw_init(&tr->adam, tr->m.table.numel);
+    tr->hp = (adamw_hparams){o->beta1, o->beta2, o->eps, o->weight_decay};
+    tr->min_lr = o->min_lr >= 0 ? o->min_lr : o->lr * 0.1f;
+    tr->inputs = bg_malloc(sizeof(int) * B * T);
+    tr->targets = bg_malloc(sizeof(int) * B * T);
+    return BG_OK;
+}
 
-    model m;
-    model_init(&m, &cfg, o->seed);
-    model_prepare(&m, B, T);
-    adamw_state opt;
-    adamw_init(&opt, m.table.numel);
-    adamw_hparams hp = {o->beta1, o->beta2, o->eps, o->weight_decay};
-    float min_lr = o->min_lr >= 0 ? o->min_lr : o->lr * 0.1f;
-    int *inputs = bg_malloc(sizeof(int) * B * T), *targets = bg_malloc(sizeof(int) * B * T);
-    double flops_per_step = model_flops_per_token(&cfg, T) * B * T;
+double trainer_step(trainer *tr) {
+    const train_options *o = &tr->opt;
+    int B = o->batch_size;
+    model *m = &tr->m;
+    loader_samples(&tr->train, (uint64_t)tr->step * B, B, tr->inputs, tr->targets);
+    model_forward(m, tr->inputs, tr->targets);
+    model_zero_grad(m);
+    model_backward(m);
+    tr->last_grad_norm = grad_global_norm(m->grads, m->table.numel);
+    tr->last_lr = lr_schedule(tr->step, o->steps, o->warmup, o->lr, tr->min_lr);
+    adamw_update(&tr->adam, m->params, m->grads, &m->table, &tr->hp, tr->last_lr,
+                 grad_clip_scale(tr->last_grad_norm, o->clip));
+    tr->step++;
+    return m->loss;
+}
 
-    printf("model: %zu parameters (%.1fM), %d layers, %d experts top-%d; batch %d x %d; %d threads\n",
-           m.table.numel, m.table.numel / 1e6, cfg.num_hidden_layers, cfg.num_local_experts,
-           cfg.num_local_experts ? cfg.num_experts_per_tok : 0, B, T, bg_threads_get());
-    if (o->val_path)
-        metrics_note(&sink, "val loss before training: %.4f",
-                     evaluate(&m, &val, o->eval_batches, inputs, targets));
+double trainer_evaluate(trainer *tr) {
+    if (!tr->has_val) return NAN;
+    int B = tr->opt.batch_size, T = tr->opt.seq_len;
+    size_t w = 0;
+    double sum = 0;
+    int done = 0;
+    for (int i = 0; i < tr->opt.eval_batches && w + B <= tr->val.windows; i++) {
+        for (int b = 0; b < B; b++, w++)
+            loader_window(&tr->val, w, tr->inputs + (size_t)b * T, tr->targets + (size_t)b * T);
+        model_forward(&tr->m, tr->inputs, tr->targets);
+        sum += tr->m.loss;
+        done++;
+    }
+    return sum / done;
+}
+
+void trainer_free(trainer *tr) {
+    free(tr->inputs);
+    free(tr->targets);
+    adamw_free(&tr->adam);
+    model_free(&tr->m);
+    loader_free(&tr->train);
+    loader_free(&tr->val);
+    shard_free(&tr->train_shard);
+    shard_free(&tr->val_shard);
+    memset(tr, 0, sizeof *tr);
+}
+
+int trainer_run(const train_options *o) {
+    trainer tr;
+    if (trainer_init(&tr, o) != BG_OK) return BG_ERR;
+    metrics_sink sink;
+    if (metrics_open(&sink, o->log_path, o->steps) != BG_OK) {
+        trainer_free(&tr);
+        return BG_ERR;
+    }
+    const model_config *cfg = &tr.cfg;
+    int B = o->batch_size, T = o->seq_len;
+    double flops_per_step = model_flops_per_token(cfg, T) * B * T;
+    printf("model: %.2fM parameters, %d layers, %d experts (top-%d); batch %d x %d tokens; %d threads\n",
+           tr.m.table.numel / 1e6, cfg->num_hidden_layers, cfg->num_local_experts,
+           cfg->num_local_experts ? cfg->num_experts_per_tok : 0, B, T, bg_threads_get());
+    if (tr.has_val) metrics_note(&sink, "val loss before training: %.4f", trainer_evaluate(&tr));
 
     double t_start = bg_now(), train_seconds = 0;
-    for (long step = 0; step < o->steps; step++) {
+    int diverged = 0;
+    while (tr.step < o->steps) {
         double t0 = bg_now();
-        loader_samples(&train, (uint64_t)step * B, B, inputs, targets);
-        model_forward(&m, inputs, targets);
-        model_zero_grad(&m);
-        model_backward(&m);
-        double norm = grad_global_norm(m.grads, m.table.numel);
-        float lr = lr_schedule(step, o->steps, o->warmup, o->lr, min_lr);
-        adamw_update(&opt, m.params, m.grads, &m.table, &hp, lr, grad_clip_scale(norm, o->clip));
+        double loss = trainer_step(&tr);
         double dt = bg_now() - t0;
         train_seconds += dt;
         step_metrics sm = {
-            .step = step + 1, .total_steps = o->steps, .loss = m.loss, .aux_loss = m.aux_loss,
-            .z_loss = m.z_loss, .lr = lr, .grad_norm = norm, .tokens_per_s = B * T / dt,
-            .gflops = flops_per_step / dt / 1e9, .step_seconds = dt,
-            .eta_seconds = train_seconds / (step + 1) * (o->steps - step - 1),
+            .step = tr.step, .total_steps = o->steps, .loss = loss, .aux_loss = tr.m.aux_loss,
+            .z_loss = tr.m.z_loss, .lr = tr.last_lr, .grad_norm = tr.last_grad_norm,
+            .tokens_per_s = B * T / dt, .gflops = flops_per_step / dt / 1e9, .step_seconds = dt,
+            .eta_seconds = train_seconds / tr.step * (o->steps - tr.step),
         };
-        metrics_step(&sink, &sm, &m);
-        if (!isfinite(m.loss)) {
-            metrics_close(&sink);
-            fprintf(stderr, "bagualu: loss is not finite at step %ld; stopping\n", step + 1);
+        metrics_step(&sink, &sm, &tr.m);
+        if (!isfinite(loss)) {
+            diverged = 1;
             break;
         }
-        if (o->val_path && o->eval_every > 0 && (step + 1) % o->eval_every == 0 && step + 1 < o->steps)
-            metrics_note(&sink, "step %ld: val loss %.4f", step + 1,
-                         evaluate(&m, &val, o->eval_batches, inputs, targets));
+        if (tr.has_val && o->eval_every > 0 && tr.step % o->eval_every == 0 && tr.step < o->steps)
+            metrics_note(&sink, "step %ld: val loss %.4f", tr.step, trainer_evaluate(&tr));
     }
-    if (o->val_path)
-        metrics_note(&sink, "val loss after training: %.4f",
-                     evaluate(&m, &val, o->eval_batches, inputs, targets));
-    metrics_note(&sink, "trained %ld steps in %.1f s (%.0f tokens/s)", o->steps, bg_now() - t_start,
-                 (double)o->steps * B * T / train_seconds);
-    int rc = isfinite(m.loss) ? BG_OK : bg_error("training diverged (non-finite loss)");
+    if (tr.has_val && !diverged)
+        metrics_note(&sink, "val loss after training: %.4f", trainer_evaluate(&tr));
+    metrics_note(&sink, "trained %ld steps in %.1f s (%.0f tokens/s, %.1f GFLOP/s)", tr.step,
+                 bg_now() - t_start, (double)tr.step * B * T / train_seconds,
+                 flops_per_step * tr.step / train_seconds / 1e9);
     metrics_close(&sink);
-    free(inputs);
-    free(targets);
-    adamw_free(&opt);
-    model_free(&m);
-    loader_free(&train);
-    loader_free(&val);
-    shard_free(&train_shard);
-    shard_free(&val_shard);
+    int rc = diverged ? bg_error("training diverged: loss is not finite at step %ld", tr.step) : BG_OK;
+    trainer_free(&tr);
     return rc;
 }

@@ -20,6 +20,36 @@ typedef struct {
 } train_options;
 
 void train_options_defaults(train_options *o);
+
+// A training run in progress: what a checkpoint will capture.
+#include "data/loader.h"
+#include "data/shard.h"
+#include "model/model.h"
+#include "train/adamw.h"
+
+typedef struct {
+    train_options opt;
+    model_config cfg;
+    model m;
+    adamw_state adam;
+    adamw_hparams hp;
+    token_shard train_shard, val_shard;
+    data_loader train, val;
+    int has_val;
+    long step;                  // steps completed
+    float min_lr;
+    int *inputs, *targets;      // (B,T) batch buffers
+    double last_grad_norm;
+    float last_lr;
+} trainer;
+
+// Loads config and data and initializes the model: BG_OK or BG_ERR with bg_error set.
+int trainer_init(trainer *tr, const train_options *o);
+// One optimizer step on the next batch; returns the batch's mean cross-entropy.
+double trainer_step(trainer *tr);
+// Mean cross-entropy over eval_batches batches of validation windows in file order.
+double trainer_evaluate(trainer *tr);
+void trainer_free(trainer *tr);
 // Validates options and inputs, trains, reports. BG_OK or BG_ERR with bg_error set.
 int trainer_run(const train_options *o);
 #endif

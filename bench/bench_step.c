@@ -1,0 +1,99 @@
+// Training-step benchmark: median ms/step of a model config against this
+// machine's measured FMA peak and oneDNN GEMM rate, all in one run.
+//   bench_step --config configs/m1.json --batch 8 --seq 256 --threads 2 --steps 10
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/threads.h"
+#include "core/timer.h"
+#include "model/model.h"
+#include "peak.h"
+#include "train/adamw.h"
+#include "train/grad_norm.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+    const char *config = "configs/m1.json";
+    int B = 8, T = 256, threads = 2, steps = 10, warmup = 2;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--config")) config = argv[i + 1];
+        else if (!strcmp(argv[i], "--batch")) B = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--seq")) T = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "bench_step: unknown flag %s\n", argv[i]);
+            return 2;
+        }
+    }
+    model_config cfg;
+    if (model_config_load(&cfg, config) != BG_OK) {
+        fprintf(stderr, "bench_step: %s\n", bg_last_error());
+        return 2;
+    }
+    if (B <= 0 || T <= 0 || T > cfg.max_position_embeddings || steps <= 0 || threads <= 0) {
+        fprintf(stderr, "bench_step: bad --batch/--seq/--steps/--threads\n");
+        return 2;
+    }
+    bg_threads_set(threads);
+    double fma = peak_fma_gflops(threads, 1.5);
+    double gemm = peak_gemm_gflops(2048, 5);
+
+    model m;
+    model_init(&m, &cfg, 1);
+    model_prepare(&m, B, T);
+    adamw_state opt;
+    adamw_init(&opt, m.table.numel);
+    adamw_hparams hp = {0.9f, 0.95f, 1e-8f, 0.1f};
+    int N = B * T;
+    int *inputs = malloc(sizeof(int) * N), *targets = malloc(sizeof(int) * N);
+    bg_rng rng;
+    bg_rng_seed(&rng, 7);
+    for (int i = 0; i < N; i++) {
+        inputs[i] = (int)(bg_rng_u64(&rng) % cfg.vocab_size);
+        targets[i] = (int)(bg_rng_u64(&rng) % cfg.vocab_size);
+    }
+    double *times = malloc(sizeof(double) * steps), fwd = 0, bwd = 0, opt_t = 0;
+    for (int s = -warmup; s < steps; s++) {
+        double t0 = bg_now();
+        model_forward(&m, inputs, targets);
+        double t1 = bg_now();
+        model_zero_grad(&m);
+        model_backward(&m);
+        double t2 = bg_now();
+        double norm = grad_global_norm(m.grads, m.table.numel);
+        adamw_update(&opt, m.params, m.grads, &m.table, &hp, 1e-4f, norm > 1 ? (float)(1 / norm) : 1.0f);
+        double t3 = bg_now();
+        if (s >= 0) {
+            times[s] = t3 - t0;
+            fwd += t1 - t0, bwd += t2 - t1, opt_t += t3 - t2;
+        }
+    }
+    qsort(times, steps, sizeof(double), cmp_double);
+    double med = times[steps / 2];
+    double flops = model_flops_per_token(&cfg, T) * N;
+    double achieved = flops / med / 1e9;
+    printf("machine (%d threads): AVX-512 FMA peak %.1f GFLOP/s | oneDNN f32 GEMM 2048^3 %.1f GFLOP/s\n",
+           threads, fma, gemm);
+    printf("model %s: %.1fM params, batch %d x %d, %.1f GFLOP per step\n", config,
+           m.table.numel / 1e6, B, T, flops / 1e9);
+    printf("train step: median %.1f ms (min %.1f, max %.1f, n=%d) | forward %.1f ms, backward %.1f ms, "
+           "optimizer %.1f ms (means)\n",
+           med * 1e3, times[0] * 1e3, times[steps - 1] * 1e3, steps, fwd / steps * 1e3,
+           bwd / steps * 1e3, opt_t / steps * 1e3);
+    printf("throughput: %.0f tokens/s | %.1f GFLOP/s | %.1f%% of FMA peak | %.1f%% of GEMM rate\n",
+           N / med, achieved, 100 * achieved / fma, 100 * achieved / gemm);
+    free(times), free(inputs), free(targets);
+    adamw_free(&opt);
+    model_free(&m);
+    matmul_cache_clear();
+    return 0;
+}

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Runs the benchmarks recorded in BENCHMARKS.md. Usage: bench/run_all.sh [build-dir]
+set -euo pipefail
+BUILD=${1:-build}
+echo "== M1 (vocab 50257, ctx 256, hidden 256, 4 layers, 8 experts top-2, batch 8), fp32, 2 threads"
+"$BUILD/bench_step" --config configs/m1.json --batch 8 --seq 256 --threads 2 --steps 10
+echo "== M2 (vocab 8192, ctx 512, hidden 512, 8 layers, 16 experts top-2, SwiGLU/RMSNorm/RoPE, batch 8), fp32, 2 threads"
+"$BUILD/bench_step" --config configs/m2.json --batch 8 --seq 512 --threads 2 --steps 10

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Every bad input to `bagualu train` gives one line naming the problem on stderr
+# and exit code 2 — never a crash, never a partial run.
+BIN=$1
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+pass=0; fail=0
+
+expect() {  # expect NAME PATTERN -- command...
+  local name=$1 pattern=$2; shift 3
+  "$@" >"$D/out" 2>"$D/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$D/err")
+  if [ $rc -eq 2 ] && grep -q -- "$pattern" "$D/err" && [ "$lines" -eq 1 ]; then
+    pass=$((pass+1))
+  else
+    fail=$((fail+1))
+    echo "FAIL $name: exit $rc, stderr:"; cat "$D/err"; echo "(wanted exit 2 and one line matching: $pattern)"
+  fi
+}
+
+cfg() { echo "$1" >"$D/$2"; }
+good='"vocab_size": 32, "max_position_embeddings": 16, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32, "num_local_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16'
+cfg "{$good}" good.json
+cfg "{${good/\"num_attention_heads\": 2/\"num_attention_heads\": 3}}" heads.json
+cfg "{${good/\"num_experts_per_tok\": 2/\"num_experts_per_tok\": 5}}" topk.json
+cfg "{$good, \"colour\": 1}" unknown.json
+cfg "{${good/\"hidden_size\": 16/\"hidden_size\": \"16\"}}" type.json
+cfg "{${good/\"hidden_size\": 16/\"hidden_size\": 16.5}}" frac.json
+cfg "{$good, \"norm\": \"batchnorm\"}" enum.json
+cfg "{$good" truncated.json
+printf '\x00\x01binary' >"$D/binary.json"
+
+T=train
+"$BIN" synth --vocab 32 --tokens 2000 --out "$D/ok.bin" >/dev/null || { echo "synth failed"; exit 1; }
+"$BIN" synth --vocab 64 --tokens 2000 --out "$D/big_ids.bin" >/dev/null
+"$BIN" synth --vocab 32 --tokens 10 --out "$D/short.bin" >/dev/null
+python3 - "$D" <<'PY'
+import struct, sys
+d = sys.argv[1]
+data = open(f"{d}/ok.bin", "rb").read()
+open(f"{d}/magic.bin", "wb").write(struct.pack("<i", 12345) + data[4:])
+open(f"{d}/version.bin", "wb").write(data[:4] + struct.pack("<i", 7) + data[8:])
+open(f"{d}/truncated.bin", "wb").write(data[:-100])
+open(f"{d}/tiny.bin", "wb").write(data[:100])
+PY
+run() { "$BIN" $T --config "$1" --data "$2" --steps 2 --batch-size 2 --seq-len 8 "${@:3}"; }
+
+expect heads "does not divide" -- run "$D/heads.json" "$D/ok.bin"
+expect topk "exceeds num_local_experts" -- run "$D/topk.json" "$D/ok.bin"
+expect unknown-key "unknown key \"colour\"" -- run "$D/unknown.json" "$D/ok.bin"
+expect wrong-type "must be an integer" -- run "$D/type.json" "$D/ok.bin"
+expect fraction "must be an integer" -- run "$D/frac.json" "$D/ok.bin"
+expect bad-enum "must be one of" -- run "$D/enum.json" "$D/ok.bin"
+expect bad-json "not valid JSON" -- run "$D/truncated.json" "$D/ok.bin"
+expect binary-config "NUL bytes" -- run "$D/binary.json" "$D/ok.bin"
+expect missing-config "cannot open config" -- run "$D/nope.json" "$D/ok.bin"
+expect missing-data "cannot open token file" -- run "$D/good.json" "$D/nope.bin"
+expect dir-data "not a regular file" -- run "$D/good.json" "$D"
+expect wrong-magic "wrong magic" -- run "$D/good.json" "$D/magic.bin"
+expect wrong-version "unsupported token file version" -- run "$D/good.json" "$D/version.bin"
+expect truncated-data "but the file has" -- run "$D/good.json" "$D/truncated.bin"
+expect tiny-data "too short for a token file header" -- run "$D/good.json" "$D/tiny.bin"
+expect token-range "out of range" -- run "$D/good.json" "$D/big_ids.bin"
+expect short-data "shorter than one training window" -- run "$D/good.json" "$D/short.bin"
+expect long-seq "longer than the model's context" -- "$BIN" train --config "$D/good.json" --data "$D/ok.bin" --seq-len 17 --steps 1
+expect batch-zero "batch-size must be positive" -- run "$D/good.json" "$D/ok.bin" --batch-size 0
+expect steps-zero "steps must be positive" -- "$BIN" train --config "$D/good.json" --data "$D/ok.bin" --steps 0
+expect steps-negative "steps must be positive" -- "$BIN" train --config "$D/good.json" --data "$D/ok.bin" --steps -3
+expect steps-junk "expects an integer" -- "$BIN" train --config "$D/good.json" --data "$D/ok.bin" --steps 10x
+expect lr-junk "expects a number" -- run "$D/good.json" "$D/ok.bin" --lr fast
+expect unknown-flag "unknown flag" -- run "$D/good.json" "$D/ok.bin" --colour red
+expect missing-value "needs a value" -- run "$D/good.json" "$D/ok.bin" --lr
+expect missing-flag "missing required flag --data" -- "$BIN" train --config "$D/good.json"
+expect unknown-command "unknown command" -- "$BIN" fly
+expect val-missing "cannot open token file" -- run "$D/good.json" "$D/ok.bin" --val "$D/nope.bin"
+expect log-unwritable "cannot open metrics log" -- run "$D/good.json" "$D/ok.bin" --log "$D/no/such/dir/m.jsonl"
+
+# and a good run works, with a JSON Lines log of one object per step
+"$BIN" train --config "$D/good.json" --data "$D/ok.bin" --steps 3 --batch-size 2 --seq-len 8 --log "$D/m.jsonl" >/dev/null 2>"$D/err"
+if [ $? -eq 0 ] && [ "$(wc -l <"$D/m.jsonl")" -eq 3 ] && grep -q '"expert_counts":\[\[' "$D/m.jsonl"; then
+  pass=$((pass+1))
+else
+  fail=$((fail+1)); echo "FAIL good run"; cat "$D/err"
+fi
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
