@@ -108,7 +108,7 @@ void moe_router_backward(float *dinp, float *dgate, float *dlogits, float *dprob
                 s += p[idx[j]];
                 dot += (double)dw[j] * w[j];
             }
-            for (int j = 0; j < k; j++) dp[idx[j]] += (float)(dw[j] / s);
+            for (int j = 0; j < k; j++) dp[idx[j]] += (float)((dw[j] - dot) / s);
         } else {
             for (int j = 0; j < k; j++) dp[idx[j]] += dw[j];
         }

@@ -11,9 +11,11 @@
 // Top-k routing is piecewise constant: a coordinate whose ±eps perturbation
 // changes any routing decision is skipped (and counted; most must be checked).
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "model/model.h"
 #include "test_util.h"
 

@@ -7,9 +7,8 @@
 #include "moe/moe_layer.h"
 #include "test_util.h"
 
-#include <stdio.h>
-
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
