@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Idempotent set-up on Debian: installs only the packages that are missing.
-# Usage: scripts/setup.sh [build|test]   (test adds what the test suite needs)
+# Package lists live in scripts/packages/: every *.txt except test.txt is needed
+# to build; test.txt adds what the test suite needs.
+# Usage: scripts/setup.sh [build|test]
 set -euo pipefail
-want=(build-essential cmake libdnnl-dev libcjson-dev)
-if [ "${1:-build}" = test ]; then
-  want+=(python3 python3-numpy)
-fi
+cd "$(dirname "$0")"
+lists=()
+for f in packages/*.txt; do
+  [ "$(basename "$f")" = test.txt ] && continue
+  lists+=("$f")
+done
+[ "${1:-build}" = test ] && lists+=(packages/test.txt)
+mapfile -t want < <(cat "${lists[@]}" | sed 's/#.*//' | tr -s ' \t' '\n' | grep -v '^$' | sort -u)
 missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
