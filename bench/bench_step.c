@@ -9,6 +9,7 @@
 #include "core/rng.h"
 #include "core/threads.h"
 #include "core/timer.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "peak.h"
 #include "train/adamw.h"

@@ -39,7 +39,6 @@ int main(int argc, char **argv) {
             return rc;
         }
     }
-    fprintf(stderr, "bagualu: unknown command \"%s\"\n", argv[1]);
-    usage(stderr);
+    fprintf(stderr, "bagualu: unknown command \"%s\" (bagualu --help lists the commands)\n", argv[1]);
     return 2;
 }

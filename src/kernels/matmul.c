@@ -10,12 +10,11 @@
 //
 // Creating a primitive costs milliseconds (JIT), so primitives are cached by
 // (kind,K,N). M changes every step for expert GEMMs, so the cached primitive takes
-// M at run time (DNNL_RUNTIME_DIM_VAL). oneDNN 2.6 serves runtime shapes with its
-// JIT sgemm, which for small M or K loses to the kernels it picks when the shape
-// is known; so the first few distinct M of a (kind,K,N) — the dense layers' fixed
-// B*T — also get a fixed-M primitive, and any further M uses the runtime one.
-// The number of primitives is therefore bounded by the number of shapes, never by
-// the number of calls.
+// M at run time (DNNL_RUNTIME_DIM_VAL): the number of primitives is bounded by the
+// number of shapes, never by the number of calls. oneDNN 2.6 serves runtime M with
+// its JIT sgemm; measured against fixed-M primitives (its brgemm kernels) on
+// AVX-512 the two are within noise of each other for the model's shapes, the
+// runtime one faster on the largest (the LM head), so there is no fixed-M path.
 #include "kernels/kernels.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -39,21 +38,12 @@
 
 enum gemm_kind { GEMM_FWD, GEMM_BWD_DATA, GEMM_BWD_WEIGHTS };
 
-// Distinct M per (kind,K,N) that get their own fixed-M primitive (a benchmark may
-// set it to 0 to measure the runtime-M primitive alone).
-#ifndef FIXED_M_PER_SHAPE
-#define FIXED_M_PER_SHAPE 4
-#endif
-
-enum {
-    GEMM_CACHE_SIZE = 192,  // a model has a handful of (K,N); room for several models
-    RUNTIME_M = -1,
-};
+// A model has a handful of (K,N) per kind; room for several models at once.
+enum { GEMM_CACHE_SIZE = 64 };
 
 typedef struct {
     int used;
     int kind, K, N;
-    int64_t M;             // RUNTIME_M, or the M this primitive was made for
     dnnl_primitive_t prim;
     // Memory objects carry concrete dims, so they are remade only when M changes;
     // a steady M (every dense layer) runs without any allocation.
@@ -107,8 +97,8 @@ static void gemm_engine_init(void) {
     DNNL_CHECK(dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags));
 }
 
-static dnnl_primitive_t gemm_primitive_create(int kind, int64_t M, int K, int N) {
-    gemm_layout l = gemm_layout_of(kind, M == RUNTIME_M ? DNNL_RUNTIME_DIM_VAL : M, K, N);
+static dnnl_primitive_t gemm_primitive_create(int kind, int K, int N) {
+    gemm_layout l = gemm_layout_of(kind, DNNL_RUNTIME_DIM_VAL, K, N);
     dnnl_memory_desc_t a_md, b_md, c_md;
     DNNL_CHECK(dnnl_memory_desc_init_by_strides(&a_md, 2, l.a_dims, dnnl_f32, l.a_strides));
     DNNL_CHECK(dnnl_memory_desc_init_by_strides(&b_md, 2, l.b_dims, dnnl_f32, l.b_strides));
@@ -162,32 +152,26 @@ static void gemm_entry_bind_memory(gemm_entry *e, int64_t M) {
     e->mem_M = M;
 }
 
-// Finds or makes the primitive for this call. Linear scan: the table is small and
-// the scan is nothing next to the GEMM.
-static gemm_entry *gemm_lookup(int kind, int M, int K, int N) {
-    gemm_entry *runtime = NULL, *free_slot = NULL, *oldest = NULL;
-    int fixed_count = 0;
+// Finds or makes the primitive for this shape. Linear scan: the table is small
+// and the scan is nothing next to the GEMM.
+static gemm_entry *gemm_lookup(int kind, int K, int N) {
+    gemm_entry *free_slot = NULL, *oldest = NULL;
     for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
         gemm_entry *e = &g_cache[i];
         if (!e->used) {
             if (!free_slot) free_slot = e;
             continue;
         }
+        if (e->kind == kind && e->K == K && e->N == N) return e;
         if (!oldest || e->last_use < oldest->last_use) oldest = e;
-        if (e->kind != kind || e->K != K || e->N != N) continue;
-        if (e->M == M) return e;
-        if (e->M == RUNTIME_M) runtime = e;
-        else fixed_count++;
     }
-    if (fixed_count >= FIXED_M_PER_SHAPE && runtime) return runtime;
     // A full table evicts the least recently used entry; the only cost is
     // re-creating it if that shape comes back.
     gemm_entry *e = free_slot ? free_slot : oldest;
     if (!free_slot) gemm_entry_free(e);
     e->used = 1;
     e->kind = kind, e->K = K, e->N = N;
-    e->M = fixed_count >= FIXED_M_PER_SHAPE ? RUNTIME_M : M;
-    e->prim = gemm_primitive_create(kind, e->M, K, N);
+    e->prim = gemm_primitive_create(kind, K, N);
     e->a = e->b = e->c = NULL;
     e->mem_M = -1;
     return e;
@@ -199,7 +183,7 @@ static void gemm_run(int kind, float *c, const float *a, const float *b, int M, 
     BG_ASSERT(!omp_in_parallel());
     BG_ASSERT(M >= 0 && K > 0 && N > 0);
     gemm_engine_init();
-    gemm_entry *e = gemm_lookup(kind, M, K, N);
+    gemm_entry *e = gemm_lookup(kind, K, N);
     e->last_use = ++g_clock;
     gemm_entry_bind_memory(e, M);
     DNNL_CHECK(dnnl_memory_set_data_handle(e->a, (void *)a));

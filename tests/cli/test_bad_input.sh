@@ -35,7 +35,7 @@ printf '\x00\x01binary' >"$D/binary.json"
 T=train
 "$BIN" synth --vocab 32 --tokens 2000 --out "$D/ok.bin" >/dev/null || { echo "synth failed"; exit 1; }
 "$BIN" synth --vocab 64 --tokens 2000 --out "$D/big_ids.bin" >/dev/null
-"$BIN" synth --vocab 32 --tokens 10 --out "$D/short.bin" >/dev/null
+"$BIN" synth --vocab 32 --tokens 5 --out "$D/short.bin" >/dev/null
 python3 - "$D" <<'PY'
 import struct, sys
 d = sys.argv[1]
@@ -65,7 +65,7 @@ expect tiny-data "too short for a token file header" -- run "$D/good.json" "$D/t
 expect token-range "out of range" -- run "$D/good.json" "$D/big_ids.bin"
 expect short-data "shorter than one training window" -- run "$D/good.json" "$D/short.bin"
 expect long-seq "longer than the model's context" -- "$BIN" train --config "$D/good.json" --data "$D/ok.bin" --seq-len 17 --steps 1
-expect batch-zero "batch-size must be positive" -- run "$D/good.json" "$D/ok.bin" --batch-size 0
+expect batch-zero "batch-size must be positive" -- "$BIN" train --config "$D/good.json" --data "$D/ok.bin" --batch-size 0
 expect steps-zero "steps must be positive" -- "$BIN" train --config "$D/good.json" --data "$D/ok.bin" --steps 0
 expect steps-negative "steps must be positive" -- "$BIN" train --config "$D/good.json" --data "$D/ok.bin" --steps -3
 expect steps-junk "expects an integer" -- "$BIN" train --config "$D/good.json" --data "$D/ok.bin" --steps 10x
