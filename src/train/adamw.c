@@ -26,13 +26,16 @@ void adamw_update(adamw_state *s, float *params, const float *grads, const param
     // Bias corrections folded into two scalars, computed in double once per step.
     float c1 = (float)(1.0 / (1.0 - pow(b1, (double)s->step)));
     float c2 = (float)(1.0 / (1.0 - pow(b2, (double)s->step)));
+    // One parallel region for the whole block: a region per small tensor would
+    // cost more than the update itself.
+    #pragma omp parallel
     for (int i = 0; i < t->count; i++) {
         const param_tensor *pt = &t->tensors[i];
         float decay = pt->decay ? 1.0f - lr * h->weight_decay : 1.0f;
         float *p = params + pt->offset, *m = s->m + pt->offset, *v = s->v + pt->offset;
         const float *g = grads + pt->offset;
         long n = (long)pt->numel;
-        #pragma omp parallel for schedule(static) if (n > 16384)
+        #pragma omp for schedule(static) nowait
         for (long j = 0; j < n; j++) {
             float gj = g[j] * grad_scale;
             float mj = b1 * m[j] + (1.0f - b1) * gj;

@@ -9,7 +9,7 @@
 int metrics_open(metrics_sink *s, const char *log_path, long total_steps) {
     memset(s, 0, sizeof *s);
     s->tty = isatty(fileno(stdout));
-    s->print_every = total_steps >= 200 ? total_steps / 100 : 1;
+    s->print_every = total_steps >= 40 ? total_steps / 20 : 1;
     if (log_path) {
         s->log = fopen(log_path, "w");
         if (!s->log) return bg_error("%s: cannot open metrics log (%s)", log_path, strerror(errno));
