@@ -8,6 +8,8 @@
 #include "core/error.h"
 #include "kernels/vecmath.h"
 
+enum { XENT_CHUNK = 1024 };
+
 // logits (N,V), targets (N); losses (N) and lse (N) write
 void crossentropy_forward(float *losses, float *lse, const float *logits, const int *targets,
                           int N, int V) {
@@ -18,11 +20,18 @@ void crossentropy_forward(float *losses, float *lse, const float *logits, const 
         float maxv = -FLT_MAX;
         #pragma omp simd reduction(max : maxv)
         for (int v = 0; v < V; v++) maxv = x[v] > maxv ? x[v] : maxv;
-        // Subtracting the max keeps exp in range; the sum is in double because a
-        // float running sum over ~50k terms would lose digits the loss shows.
+        // Subtracting the max keeps exp in range. The sum runs in float vector
+        // lanes over chunks (64 terms a lane: relative error ≤ 64·2^-24 ≈ 4e-6 of
+        // positive terms) and adds the chunks in double, so ~50k terms lose no more
+        // than one chunk does. (A double accumulator directly defeats vectorisation.)
         double sum = 0.0;
-        #pragma omp simd reduction(+ : sum)
-        for (int v = 0; v < V; v++) sum += bg_expf(x[v] - maxv);
+        for (int v0 = 0; v0 < V; v0 += XENT_CHUNK) {
+            const int v1 = v0 + XENT_CHUNK < V ? v0 + XENT_CHUNK : V;
+            float part = 0.0f;
+            #pragma omp simd reduction(+ : part)
+            for (int v = v0; v < v1; v++) part += bg_expf(x[v] - maxv);
+            sum += part;
+        }
         const float l = maxv + (float)log(sum);
         lse[n] = l;
         losses[n] = l - x[targets[n]];

@@ -15,12 +15,16 @@
 // inp (M,K), weight (N,K), out (M,N): out = inp · weightᵀ (writes).
 // Primitives are cached by (K,N); M is a runtime dimension, so expert GEMMs whose
 // row count changes every step reuse one primitive. M == 0 does nothing.
+// Call from outside OpenMP parallel regions (asserted): oneDNN threads inside
+// with the shared pool, and the cache is not locked.
 void matmul_forward(float *out, const float *inp, const float *weight, int M, int K, int N);
 // dinp (M,K) += dout · weight; dweight (N,K) += doutᵀ · inp.
 void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                      const float *weight, int M, int K, int N);
 // Releases cached primitives (end of program; keeps leak checkers quiet).
 void matmul_cache_clear(void);
+// Primitives created since the start (a steady-state step must create none).
+long matmul_primitives_created(void);
 
 // ---- embeddings -------------------------------------------------------------
 // out (N,C) = wte[tokens[n]] + wpe[n % T] (wpe may be NULL: RoPE models). N = B*T.
@@ -71,7 +75,7 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
 
 // ---- loss -------------------------------------------------------------------
 // Cross-entropy fused with softmax. logits (N,V), targets (N), losses (N) writes,
-// lse (N) caches log-sum-exp per row.
+// lse (N) caches log-sum-exp per row. Targets must lie in [0,V) (asserted).
 void crossentropy_forward(float *losses, float *lse, const float *logits, const int *targets,
                           int N, int V);
 // WRITES dlogits (N,V) = scale * (softmax(logits) - onehot(target)); dlogits may

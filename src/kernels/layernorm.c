@@ -42,7 +42,8 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
     {
         if (dinp) {
             // dx = rstd * (w·dy - mean(w·dy) - x̂ · mean(w·dy·x̂)), row by row.
-            #pragma omp for schedule(static)
+            // nowait: the weight sums below read only inputs.
+            #pragma omp for schedule(static) nowait
             for (int n = 0; n < N; n++) {
                 const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
                 float *dx = dinp + (size_t)n * C;

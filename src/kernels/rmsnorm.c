@@ -29,7 +29,8 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
     {
         if (dinp) {
             // dx = rstd·w·dy - x · rstd³ · mean(w·dy·x)
-            #pragma omp for schedule(static)
+            // nowait: the weight sums below read only inputs.
+            #pragma omp for schedule(static) nowait
             for (int n = 0; n < N; n++) {
                 const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
                 float *dx = dinp + (size_t)n * C;

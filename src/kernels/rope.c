@@ -10,8 +10,8 @@
 void rope_tables(float *cos_t, float *sin_t, int T, int hs, float theta) {
     BG_ASSERT(hs % 2 == 0);
     const int half = hs / 2;
-    // In double: angles reach T (thousands of radians), where a float angle
-    // would already be off in the third digit.
+    // In double: angles reach T (thousands of radians), where a float angle is
+    // already ~1e-4 off, and that error would go straight into cos and sin.
     for (int i = 0; i < half; i++) {
         const double freq = pow((double)theta, -2.0 * i / hs);
         for (int t = 0; t < T; t++) {
@@ -47,12 +47,14 @@ static void rope_rotate(float *qkv, const float *cos_t, const float *sin_t, int 
 }
 
 // qkv (B,T,3C), in place
-void rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int C, int NH) {
+void rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int C,
+                  int NH) {
     rope_rotate(qkv, cos_t, sin_t, B, T, C, NH, 1.0f);
 }
 
 // dqkv (B,T,3C), in place: a rotation's Jacobian is the rotation, so its transpose
 // (the inverse rotation) maps output gradients to input gradients.
-void rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int C, int NH) {
+void rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int C,
+                   int NH) {
     rope_rotate(dqkv, cos_t, sin_t, B, T, C, NH, -1.0f);
 }

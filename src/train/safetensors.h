@@ -61,6 +61,13 @@ float st_bf16_to_f32(uint16_t h);
 uint16_t st_f32_to_f16(float x);
 float st_f16_to_f32(uint16_t h);
 
+// Offset of the first byte of s[0..n) that is not valid UTF-8 (RFC 3629: no overlong forms,
+// surrogates, or code points above U+10FFFF), or n if all are valid. Unless allow_control,
+// raw control bytes other than tab/newline/return count as invalid: JSON text allows none
+// (the reader applies this to the raw header; the writer, whose JSON library escapes
+// them, to names and metadata strings).
+size_t st_utf8_invalid_at(const uint8_t *s, size_t n, int allow_control);
+
 // ---- reading ----
 
 typedef struct {

@@ -67,7 +67,8 @@ static void expect_accumulated(const char *what, const float *got, const float *
 static void expect_equal(const char *what, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-            TU_CHECK(0, "%s: element %zu differs: %.9g vs %.9g", what, i, (double)a[i], (double)b[i]);
+            TU_CHECK(0, "%s: element %zu differs: %.9g vs %.9g", what, i, (double)a[i],
+                     (double)b[i]);
             return;
         }
 }
@@ -189,7 +190,8 @@ static void test_embedding(int use_wpe) {
     // Forward is one float addition (or a copy): within half an ulp, 1e-7 relative.
     embedding_forward(out, tokens, wte, use_wpe ? wpe : NULL, N, T, C);
     embedding_loss(&c);
-    tu_expect_close(use_wpe ? "embedding fwd" : "embedding fwd (no wpe)", out, c.out, no, 1e-7, 2e-7);
+    tu_expect_close(use_wpe ? "embedding fwd" : "embedding fwd (no wpe)", out, c.out, no, 1e-7,
+                    2e-7);
 
     // Backward sums at most N=15 O(1) terms per element: error ≤ 15·6e-8·Σ|terms|
     // ≈ 4e-6 worst case; tolerance 1e-5.
@@ -251,7 +253,8 @@ static void test_layernorm(int N, int C, int use_bias) {
     norm_ctx c = {N, C, eps, dalloc(nx), dalloc(C), use_bias ? dalloc(C) : NULL, dalloc(nx),
                   dalloc(nx)};
     fill_pair(inp, c.inp, nx, 1.0);
-    for (size_t i = 0; i < nx; i++) inp[i] += 0.5f * (float)(i / C), c.inp[i] = inp[i];  // row offsets
+    for (size_t i = 0; i < nx; i++)  // rows with different means
+        inp[i] += 0.5f * (float)(i / C), c.inp[i] = inp[i];
     fill_pair(weight, c.weight, C, 1.0);
     if (use_bias) fill_pair(bias, c.bias, C, 1.0);
     fill_pair(w, c.w, nx, 1.0);
@@ -551,7 +554,8 @@ static double attention_loss(void *p) {
                 for (int i = 0; i < hs; i++) {
                     double s = 0;
                     for (int t2 = 0; t2 <= t; t2++)
-                        s += a[t2] * c->qkv[((size_t)b * T + t2) * 3 * C + 2 * C + (size_t)h * hs + i];
+                        s += a[t2] *
+                             c->qkv[((size_t)b * T + t2) * 3 * C + 2 * C + (size_t)h * hs + i];
                     o[i] = s;
                 }
             }
@@ -703,7 +707,8 @@ static void test_residual(void) {
     expect_equal("residual in place", a, out, n);
 
     vec_zero(da.g, n);
-    for (size_t i = 0; i < n; i++) TU_CHECK(da.g[i] == 0.0f, "vec_zero left %g at %zu", (double)da.g[i], i);
+    for (size_t i = 0; i < n; i++)
+        TU_CHECK(da.g[i] == 0.0f, "vec_zero left %g at %zu", (double)da.g[i], i);
 
     // Large enough to take the threaded path.
     const size_t big = 100003;
@@ -715,7 +720,10 @@ static void test_residual(void) {
     expect_equal("residual_forward vs vec_add (large)", z, y, big);
     vec_zero(z, big);
     for (size_t i = 0; i < big; i++)
-        if (z[i] != 0.0f) { TU_CHECK(0, "vec_zero (large) left %g at %zu", (double)z[i], i); break; }
+        if (z[i] != 0.0f) {
+            TU_CHECK(0, "vec_zero (large) left %g at %zu", (double)z[i], i);
+            break;
+        }
 
     free(x), free(y), free(z), free(ga), free(gb);
     grad_free(&da), grad_free(&db);

@@ -79,7 +79,8 @@ static void test_attention_causal(void) {
             }
         }
     }
-    free(qkv), free(out1), free(out2), free(att1), free(att2), free(dout), free(dqkv), free(scratch);
+    free(qkv), free(out1), free(out2), free(att1), free(att2);
+    free(dout), free(dqkv), free(scratch);
 }
 
 // Runs one kernel call with a given thread count.

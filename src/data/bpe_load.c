@@ -1,0 +1,91 @@
+// bpe_load: from what a user types after --tokenizer to the right loader.
+#include "data/bpe_internal.h"
+#include "core/error.h"
+
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int load_gpt2_dir(bpe_tokenizer **out, const char *dir) {
+    char enc[PATH_MAX + 32], voc[PATH_MAX + 32];
+    snprintf(enc, sizeof enc, "%s/encoder.json", dir);
+    snprintf(voc, sizeof voc, "%s/vocab.bpe", dir);
+    if (!is_file(enc) || !is_file(voc))
+        return bg_error("%s: no tokenizer here (a directory needs GPT-2's encoder.json and vocab.bpe)", dir);
+    return bpe_load_gpt2(out, enc, voc);
+}
+
+// "gpt2": the files scripts/fetch_gpt2.sh puts in data/gpt2 of the source tree, found
+// from the working directory or from the executable (build/bagualu -> build/../data/gpt2).
+static int load_named_gpt2(bpe_tokenizer **out) {
+    const char *env = getenv("BAGUALU_GPT2_DIR");
+    if (env && *env) return load_gpt2_dir(out, env);
+    char cand[3][PATH_MAX + 64];
+    int n = 0;
+    snprintf(cand[n++], sizeof cand[0], "data/gpt2");
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        snprintf(cand[n++], sizeof cand[0], "%s/../data/gpt2", exe);
+        snprintf(cand[n++], sizeof cand[0], "%s/data/gpt2", exe);
+    }
+    for (int i = 0; i < n; i++) {
+        char enc[PATH_MAX + 96];
+        snprintf(enc, sizeof enc, "%s/encoder.json", cand[i]);
+        if (is_file(enc)) return load_gpt2_dir(out, cand[i]);
+    }
+    return bg_error("gpt2: GPT-2's encoder.json and vocab.bpe not found in data/gpt2 (run scripts/fetch_gpt2.sh, "
+                    "or set BAGUALU_GPT2_DIR)");
+}
+
+// The file beside `path` named `name`.
+static void sibling(char *buf, size_t cap, const char *path, const char *name) {
+    const char *slash = strrchr(path, '/');
+    if (slash) snprintf(buf, cap, "%.*s/%s", (int)(slash - path), path, name);
+    else snprintf(buf, cap, "%s", name);
+}
+
+int bpe_load(bpe_tokenizer **out, const char *spec) {
+    *out = NULL;
+    if (strcmp(spec, "gpt2") == 0) return load_named_gpt2(out);
+    if (is_dir(spec)) return load_gpt2_dir(out, spec);
+    uint8_t *text;
+    size_t len;
+    if (bpe_read_file(spec, &text, &len, (size_t)1 << 30) != BG_OK) return BG_ERR;
+    char other[PATH_MAX + 32];
+    if (len >= 8 && memcmp(text, "#version", 8) == 0) {  // vocab.bpe given: encoder.json beside it
+        free(text);
+        sibling(other, sizeof other, spec, "encoder.json");
+        return bpe_load_gpt2(out, other, spec);
+    }
+    cJSON *root = cJSON_ParseWithLengthOpts((const char *)text, len, NULL, 0);
+    free(text);
+    int rc;
+    if (root && cJSON_IsObject(root) && bpe_tokjson_is_ours(root)) {
+        rc = bpe_tokjson_parse(out, root, spec);
+    } else if (root && cJSON_IsObject(root) && root->child && cJSON_IsNumber(root->child)) {
+        sibling(other, sizeof other, spec, "vocab.bpe");  // encoder.json given: vocab.bpe beside it
+        rc = bpe_load_gpt2(out, spec, other);
+    } else {
+        rc = bg_error("%s: unknown tokenizer format (expected gpt2, a tok.json from bagualu tokenizer train, "
+                      "or GPT-2's encoder.json with vocab.bpe)", spec);
+    }
+    cJSON_Delete(root);
+    return rc;
+}

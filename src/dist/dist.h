@@ -1,0 +1,148 @@
+#ifndef BG_DIST_DIST_H
+#define BG_DIST_DIST_H
+// Communication layer: the only module that talks to MPI. Two implementations behind
+// this header: MPI (built when BG_HAVE_MPI is defined) and a single-process one used
+// by builds without MPI. No MPI type appears here; communicators are opaque.
+//
+// Failure policy: a communication error is not recoverable in a training step, so
+// every MPI call runs under MPI_ERRORS_RETURN and a failed call prints one line naming
+// the operation and aborts the whole job (MPI_Abort). When a rank dies (SIGKILL),
+// OpenMPI's launcher tears the job down and mpirun exits non-zero; tests/dist/
+// test_kill.sh checks that this happens within 60 s.
+#include <stddef.h>
+#include <stdint.h>
+
+// ---- process ---------------------------------------------------------------------
+// dist_init may be called more than once (only the first initialises MPI); it works
+// with and without mpirun (a lone process becomes a world of one).
+void dist_init(int *argc, char ***argv);
+void dist_finalize(void);
+// Ends every rank of the job with `code`; never returns.
+_Noreturn void dist_abort(int code);
+// "mpi" or "single": what this build communicates with.
+const char *dist_backend(void);
+
+// ---- communicators ---------------------------------------------------------------
+typedef struct dist_comm dist_comm;
+
+// A private copy of the world. ranks_per_node > 0 groups world ranks r by r / R into
+// emulated nodes (one machine acting as several); 0 uses the real shared-memory nodes.
+// Collective over the world. NULL with bg_error() on a bad ranks_per_node.
+dist_comm *dist_comm_world(int ranks_per_node);
+void dist_comm_free(dist_comm *c);  // collective
+int dist_rank(const dist_comm *c);
+int dist_size(const dist_comm *c);
+// Nodes as seen by this communicator: node index of rank r (0..n_nodes-1, numbered
+// by their lowest rank), and how many nodes its ranks span.
+int dist_node_of(const dist_comm *c, int r);
+int dist_n_nodes(const dist_comm *c);
+
+// ---- the BaGuaLu layout ----------------------------------------------------------
+// World of P ranks, expert-parallel degree EP dividing P and the expert count E.
+// Expert-parallel (EP) groups are runs of consecutive ranks: ranks r with the same
+// r / EP form one group and together hold all E experts, rank r holding experts
+// [(r % EP) * E/EP, (r % EP + 1) * E/EP). Consecutive ranks usually share a node, so
+// most token traffic stays inside a node. Expert-data-parallel (EDP) groups are the
+// P/EP ranks with the same r % EP: they hold the same experts and all-reduce their
+// gradients. Dense parameters are all-reduced over the world.
+typedef struct {
+    int world_size, world_rank;
+    int n_experts, ep, experts_per_rank;
+    int ep_rank, ep_group;    // r % EP, r / EP
+    int edp_size, edp_rank;   // P / EP, r / EP
+    int n_nodes, node, node_rank, node_size;
+    dist_comm *world, *ep_comm, *edp_comm, *node_comm;
+} dist_layout;
+
+// ep = 0 picks the largest EP <= P dividing both P and n_experts; ranks_per_node as
+// for dist_comm_world. Collective over the world; on an invalid layout every rank
+// returns BG_ERR with the same bg_error() message and nothing to free.
+int dist_layout_init(dist_layout *L, int n_experts, int ep, int ranks_per_node);
+void dist_layout_free(dist_layout *L);  // collective
+// The EP rank that owns global expert e, and the first expert this rank owns.
+static inline int dist_layout_expert_owner(const dist_layout *L, int e) {
+    return e / L->experts_per_rank;
+}
+static inline int dist_layout_first_expert(const dist_layout *L) {
+    return L->ep_rank * L->experts_per_rank;
+}
+
+// ---- simple collectives ----------------------------------------------------------
+void dist_barrier(dist_comm *c);
+void dist_bcast(dist_comm *c, void *buf, size_t bytes, int root);
+
+// In-place sums. Deterministic: every element is summed in rank order
+// ((x0 + x1) + x2) + ... on every rank (reduce-scatter by explicit exchange, then
+// all-gather), never in the order MPI's algorithm picks. So results are bitwise the
+// same on all ranks, across runs, and for any bucket size: a fixed layout is bitwise
+// reproducible. Large buffers go in buckets of at most dist_comm_set_bucket_bytes
+// (default 64 MiB) so scratch memory stays bounded: one call per gradient buffer,
+// never one per tensor.
+void dist_allreduce_sum_f32(dist_comm *c, float *buf, size_t n);
+void dist_allreduce_sum_f64(dist_comm *c, double *buf, size_t n);
+void dist_allreduce_sum_i64(dist_comm *c, int64_t *buf, size_t n);
+void dist_allreduce_max_f64(dist_comm *c, double *buf, size_t n);
+void dist_comm_set_bucket_bytes(dist_comm *c, size_t bytes);
+
+// ---- all-to-all --------------------------------------------------------------------
+// n_per_rank ints to every rank: send[j*n .. j*n+n) goes to rank j, recv[i*n ..) came
+// from rank i. With n_per_rank = 1 this is the token-count exchange (MPI_Alltoall).
+void dist_alltoall_i32(dist_comm *c, const int32_t *send, int32_t *recv, int n_per_rank);
+
+enum dist_a2a_algo {
+    DIST_A2A_FLAT = 0,  // MPI_Alltoallv: every rank sends straight to every rank
+    // Rows for the own node go directly; rows for other nodes are gathered to the node
+    // leader (lowest rank of the node), sent leader to leader in one message per node
+    // pair, and scattered by the destination leader. Pure data movement: the result is
+    // bitwise the flat one, with far fewer inter-node messages.
+    DIST_A2A_HIER = 1,
+};
+
+// Rows of `width` floats. send holds send_counts[j] rows for each rank j, grouped by
+// j in rank order; recv receives recv_counts[i] rows from each rank i, grouped by i in
+// rank order. recv_counts must be what the ranks send (exchange counts first).
+void dist_alltoallv(dist_comm *c, enum dist_a2a_algo algo, const float *send,
+                    const int *send_counts, float *recv, const int *recv_counts, size_t width);
+
+// Chunked, non-blocking exchange, so a caller computes on chunk k while chunk k+1 is
+// in flight. Each (source, destination) block of cnt rows is cut into n_chunks pieces;
+// chunk k carries rows dist_chunk_lo(cnt, k, C) .. dist_chunk_lo(cnt, k+1, C) of every
+// block. After dist_a2a_wait_chunk(h, k) those rows of every source's block in recv
+// are final. send and recv must stay untouched until dist_a2a_end. No other exchange
+// may run on the same communicator meanwhile. The result equals dist_alltoallv.
+typedef struct dist_a2a dist_a2a;
+dist_a2a *dist_a2a_begin(dist_comm *c, enum dist_a2a_algo algo, const float *send,
+                         const int *send_counts, float *recv, const int *recv_counts,
+                         size_t width, int n_chunks);
+void dist_a2a_wait_chunk(dist_a2a *h, int k);
+// Lets MPI advance the chunks in flight; call now and then during long computation
+// (MPI makes progress only inside MPI calls).
+void dist_a2a_progress(dist_a2a *h);
+void dist_a2a_end(dist_a2a *h);  // waits for every chunk, frees h
+static inline int dist_chunk_lo(int cnt, int k, int n_chunks) {
+    return (int)((int64_t)cnt * k / n_chunks);
+}
+
+// ---- traffic counters ----------------------------------------------------------------
+// What a communicator moved since the last reset. A message is one transfer of a
+// non-empty payload to another rank as our algorithm issues it (inside a collective we
+// count the direct rank-to-rank transfers it stands for, not MPI's internal tree or
+// ring steps); a rank's copy to itself is neither a message nor traffic. Intra vs
+// inter: whether the two ranks share a (possibly emulated) node.
+typedef struct {
+    uint64_t bytes_sent_intra, bytes_sent_inter;
+    uint64_t bytes_recv_intra, bytes_recv_inter;
+    uint64_t msgs_sent_intra, msgs_sent_inter;
+    uint64_t msgs_recv_intra, msgs_recv_inter;
+    uint64_t calls;  // operations issued on the communicator
+    double seconds;  // wall time spent inside them (waiting included)
+} dist_traffic;
+
+void dist_traffic_get(const dist_comm *c, dist_traffic *out);
+void dist_traffic_reset(dist_comm *c);
+void dist_traffic_add(dist_traffic *sum, const dist_traffic *t);
+// Sum over the layout's four communicators, and reset of all four: read once per step.
+void dist_layout_traffic(const dist_layout *L, dist_traffic *out);
+void dist_layout_traffic_reset(dist_layout *L);
+
+#endif

@@ -1,0 +1,124 @@
+// Backend-independent parts of a communicator: node map, scratch, traffic counters.
+#include "dist/dist_impl.h"
+
+#include <string.h>
+
+enum { DIST_DEFAULT_BUCKET_BYTES = 64 << 20 };
+
+typedef struct { int key, rank; } key_rank;
+
+static int cmp_key_then_rank(const void *pa, const void *pb) {
+    const key_rank *a = pa, *b = pb;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+static int cmp_int(const void *pa, const void *pb) {
+    int a = *(const int *)pa, b = *(const int *)pb;
+    return (a > b) - (a < b);
+}
+
+void dist_comm_setup(dist_comm *c, int rank, int size, const int *keys) {
+    c->rank = rank;
+    c->size = size;
+    c->node_key = keys[rank];
+    c->bucket_bytes = DIST_DEFAULT_BUCKET_BYTES;
+    c->node_of = bg_malloc(sizeof(int) * size);
+    c->local_rank = bg_malloc(sizeof(int) * size);
+    c->members = bg_malloc(sizeof(int) * size);
+    // Number nodes in order of their lowest rank: the leader communicator, split with
+    // key = rank, then has node a at rank a on every rank. Sorting keeps this
+    // O(size log size) for worlds of many thousand ranks.
+    key_rank *by_key = bg_malloc(sizeof(key_rank) * size);
+    for (int r = 0; r < size; r++) by_key[r] = (key_rank){keys[r], r};
+    qsort(by_key, size, sizeof(key_rank), cmp_key_then_rank);
+    int *group_lowest = bg_malloc(sizeof(int) * size);  // lowest rank of each key group
+    int n_nodes = 0;
+    for (int i = 0; i < size; i++)
+        if (i == 0 || by_key[i].key != by_key[i - 1].key) group_lowest[n_nodes++] = by_key[i].rank;
+    qsort(group_lowest, n_nodes, sizeof(int), cmp_int);
+    // group_lowest[a] is now node a's lowest rank; every other rank joins the node of
+    // the rank before it in by_key (same key, and the group's lowest rank comes first).
+    for (int a = 0; a < n_nodes; a++) c->node_of[group_lowest[a]] = a;
+    for (int i = 1; i < size; i++)
+        if (by_key[i].key == by_key[i - 1].key) c->node_of[by_key[i].rank] = c->node_of[by_key[i - 1].rank];
+    free(group_lowest);
+    free(by_key);
+    c->n_nodes = n_nodes;
+    c->node_start = bg_calloc((size_t)n_nodes + 1, sizeof(int));
+    for (int r = 0; r < size; r++) c->node_start[c->node_of[r] + 1]++;
+    for (int a = 0; a < n_nodes; a++) c->node_start[a + 1] += c->node_start[a];
+    int *fill = bg_malloc(sizeof(int) * n_nodes);
+    memcpy(fill, c->node_start, sizeof(int) * n_nodes);
+    for (int r = 0; r < size; r++) {
+        int a = c->node_of[r];
+        c->local_rank[r] = fill[a] - c->node_start[a];
+        c->members[fill[a]++] = r;
+    }
+    free(fill);
+}
+
+void dist_comm_release(dist_comm *c) {
+    free(c->node_of);
+    free(c->local_rank);
+    free(c->node_start);
+    free(c->members);
+    for (int i = 0; i < DIST_SCR_COUNT; i++) free(c->scratch[i]);
+}
+
+void *dist_scratch(dist_comm *c, int slot, size_t bytes) {
+    if (!c->scratch[slot] || bytes > c->scratch_bytes[slot]) {  // never NULL, even for 0
+        free(c->scratch[slot]);  // contents need not survive: scratch is per call
+        c->scratch[slot] = bg_aligned_alloc(bytes);
+        c->scratch_bytes[slot] = bytes;
+    }
+    return c->scratch[slot];
+}
+
+int dist_rank(const dist_comm *c) { return c->rank; }
+int dist_size(const dist_comm *c) { return c->size; }
+int dist_node_of(const dist_comm *c, int r) { return c->node_of[r]; }
+int dist_n_nodes(const dist_comm *c) { return c->n_nodes; }
+
+void dist_comm_set_bucket_bytes(dist_comm *c, size_t bytes) {
+    c->bucket_bytes = bytes < 64 ? 64 : bytes;
+}
+
+void dist_count_send(dist_comm *c, int peer, uint64_t bytes) {
+    if (bytes == 0 || peer == c->rank) return;
+    if (c->node_of[peer] == c->node_of[c->rank]) {
+        c->traffic.bytes_sent_intra += bytes;
+        c->traffic.msgs_sent_intra++;
+    } else {
+        c->traffic.bytes_sent_inter += bytes;
+        c->traffic.msgs_sent_inter++;
+    }
+}
+
+void dist_count_recv(dist_comm *c, int peer, uint64_t bytes) {
+    if (bytes == 0 || peer == c->rank) return;
+    if (c->node_of[peer] == c->node_of[c->rank]) {
+        c->traffic.bytes_recv_intra += bytes;
+        c->traffic.msgs_recv_intra++;
+    } else {
+        c->traffic.bytes_recv_inter += bytes;
+        c->traffic.msgs_recv_inter++;
+    }
+}
+
+void dist_traffic_get(const dist_comm *c, dist_traffic *out) { *out = c->traffic; }
+
+void dist_traffic_reset(dist_comm *c) { memset(&c->traffic, 0, sizeof c->traffic); }
+
+void dist_traffic_add(dist_traffic *sum, const dist_traffic *t) {
+    sum->bytes_sent_intra += t->bytes_sent_intra;
+    sum->bytes_sent_inter += t->bytes_sent_inter;
+    sum->bytes_recv_intra += t->bytes_recv_intra;
+    sum->bytes_recv_inter += t->bytes_recv_inter;
+    sum->msgs_sent_intra += t->msgs_sent_intra;
+    sum->msgs_sent_inter += t->msgs_sent_inter;
+    sum->msgs_recv_intra += t->msgs_recv_intra;
+    sum->msgs_recv_inter += t->msgs_recv_inter;
+    sum->calls += t->calls;
+    sum->seconds += t->seconds;
+}

@@ -1,0 +1,114 @@
+// Single-process backend, for builds without MPI: a world of one rank. Every
+// collective is a copy or nothing, so the code above dist/ runs unchanged.
+#ifndef BG_HAVE_MPI
+#include "dist/dist_impl.h"
+
+#include <string.h>
+
+const char *dist_backend(void) { return "single"; }
+
+void dist_init(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+}
+
+void dist_finalize(void) {}
+
+_Noreturn void dist_abort(int code) {
+    fflush(stdout);
+    fflush(stderr);
+    exit(code);
+}
+
+static dist_comm *comm_single(void) {
+    dist_comm *c = bg_calloc(1, sizeof *c);
+    int key = 0;
+    dist_comm_setup(c, 0, 1, &key);
+    return c;
+}
+
+dist_comm *dist_comm_world(int ranks_per_node) {
+    if (ranks_per_node < 0)
+        return bg_error("ranks per node must be >= 0 (0: real nodes), got %d", ranks_per_node),
+               NULL;
+    return comm_single();
+}
+
+dist_comm *dist_comm_split(dist_comm *parent, int color, int key) {
+    (void)parent;
+    (void)color;
+    (void)key;
+    return comm_single();
+}
+
+void dist_comm_free(dist_comm *c) {
+    if (!c) return;
+    dist_comm_release(c);
+    free(c);
+}
+
+void dist_barrier(dist_comm *c) { c->traffic.calls++; }
+
+void dist_bcast(dist_comm *c, void *buf, size_t bytes, int root) {
+    (void)buf;
+    (void)bytes;
+    BG_ASSERT(root == 0);
+    c->traffic.calls++;
+}
+
+void dist_allreduce_sum_f32(dist_comm *c, float *buf, size_t n) {
+    (void)buf;
+    (void)n;
+    c->traffic.calls++;
+}
+void dist_allreduce_sum_f64(dist_comm *c, double *buf, size_t n) {
+    (void)buf;
+    (void)n;
+    c->traffic.calls++;
+}
+void dist_allreduce_sum_i64(dist_comm *c, int64_t *buf, size_t n) {
+    (void)buf;
+    (void)n;
+    c->traffic.calls++;
+}
+void dist_allreduce_max_f64(dist_comm *c, double *buf, size_t n) {
+    (void)buf;
+    (void)n;
+    c->traffic.calls++;
+}
+
+void dist_alltoall_i32(dist_comm *c, const int32_t *send, int32_t *recv, int n_per_rank) {
+    memcpy(recv, send, sizeof(int32_t) * n_per_rank);
+    c->traffic.calls++;
+}
+
+void dist_alltoallv(dist_comm *c, enum dist_a2a_algo algo, const float *send,
+                    const int *send_counts, float *recv, const int *recv_counts, size_t width) {
+    (void)algo;
+    BG_ASSERT(send_counts[0] == recv_counts[0] && send_counts[0] >= 0);
+    if (send_counts[0] > 0) memcpy(recv, send, sizeof(float) * width * send_counts[0]);
+    c->traffic.calls++;
+}
+
+// With one rank the exchange is a copy, done at once; the chunk calls have nothing
+// left to wait for.
+struct dist_a2a {
+    int n_chunks;
+};
+
+dist_a2a *dist_a2a_begin(dist_comm *c, enum dist_a2a_algo algo, const float *send,
+                         const int *send_counts, float *recv, const int *recv_counts,
+                         size_t width, int n_chunks) {
+    BG_ASSERT(n_chunks >= 1);
+    dist_alltoallv(c, algo, send, send_counts, recv, recv_counts, width);
+    dist_a2a *h = bg_malloc(sizeof *h);
+    h->n_chunks = n_chunks;
+    return h;
+}
+
+void dist_a2a_wait_chunk(dist_a2a *h, int k) { BG_ASSERT(k >= 0 && k < h->n_chunks); }
+
+void dist_a2a_progress(dist_a2a *h) { (void)h; }
+
+void dist_a2a_end(dist_a2a *h) { free(h); }
+#endif
