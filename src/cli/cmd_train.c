@@ -3,8 +3,16 @@
 #include "core/error.h"
 #include "train/trainer.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+
+static volatile int stop_requested = 0;
+
+static void on_stop_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
 
 int cmd_train(int argc, char **argv) {
     train_options o;
@@ -28,6 +36,11 @@ int cmd_train(int argc, char **argv) {
         {"log", ARG_STR, &o.log_path, 0, "write one JSON object per step here"},
         {"eval-every", ARG_LONG, &o.eval_every, 0, "evaluate on --val every K steps"},
         {"eval-batches", ARG_INT, &o.eval_batches, 0, "batches per evaluation (default 4)"},
+        {"save-dir", ARG_STR, &o.save_dir, 0, "directory for checkpoints (step_NNNNNNNN/ and latest)"},
+        {"save-every", ARG_LONG, &o.save_every, 0, "save every N steps (default: only at the end)"},
+        {"keep-last", ARG_INT, &o.keep_last, 0, "keep only the newest K checkpoints (default: all)"},
+        {"resume", ARG_STR, &o.resume, 0, "checkpoint directory, or latest (from --save-dir; none yet = start)"},
+        {"fallback", ARG_SWITCH, &o.fallback, 0, "with --resume latest: use an older checkpoint if the newest is corrupt"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
     for (int i = 0; i < argc; i++)
@@ -39,13 +52,15 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "bagualu: %s\n", bg_last_error());
         return 2;
     }
-    if (o.threads < 0) {
-        fprintf(stderr, "bagualu: train: --threads must be positive\n");
-        return 2;
-    }
-    if (trainer_run(&o) != BG_OK) {
-        fprintf(stderr, "bagualu: %s\n", bg_last_error());
-        return 2;
-    }
-    return 0;
+    // SIGINT/SIGTERM ask for a checkpoint at the next step boundary and a clean exit.
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    o.stop_requested = &stop_requested;
+    int rc = trainer_run(&o);
+    if (rc != TRAIN_OK) fprintf(stderr, "bagualu: %s\n", bg_last_error());
+    return rc;
 }

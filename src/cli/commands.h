@@ -5,4 +5,6 @@
 int cmd_train(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_tokenizer(int argc, char **argv);
+int cmd_prepare(int argc, char **argv);
 #endif

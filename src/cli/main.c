@@ -15,6 +15,8 @@ static const verb verbs[] = {
     {"train", cmd_train, "train a model on a token shard"},
     {"synth", cmd_synth, "write a synthetic token shard (copy or count task)"},
     {"info", cmd_info, "print a model config's parameter counts and FLOPs per token"},
+    {"tokenizer", cmd_tokenizer, "train a BPE tokenizer, encode text to ids, decode ids to text"},
+    {"prepare", cmd_prepare, "tokenize text files into train and val token shards"},
 };
 
 static void usage(FILE *f) {

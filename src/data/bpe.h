@@ -44,6 +44,12 @@ void bpe_encoder_free(bpe_encoder *enc);
 // Appends the ids of text[0..len) to out. Never fails.
 void bpe_encode(bpe_encoder *enc, const uint8_t *text, size_t len, bpe_ids *out);
 
+// The same in steps, for progress reports: encodes whole pre-tokens of text[0..len)
+// from pos on until at least `budget` bytes are done or the text ends, and returns
+// where it stopped. Calling it until it returns len gives exactly bpe_encode's ids.
+size_t bpe_encode_part(bpe_encoder *enc, const uint8_t *text, size_t len, size_t pos, size_t budget,
+                       bpe_ids *out);
+
 // Writes the bytes of ids to out (capacity out_cap); returns the number of bytes the
 // whole decoding needs, or BG_ERR-style -1 with bg_error set for an id out of range.
 long long bpe_decode(const bpe_tokenizer *tok, const uint32_t *ids, size_t count, uint8_t *out,

@@ -8,8 +8,11 @@
 // taken out before any is applied, so that pairs created by that round wait for the
 // next one, exactly as in GPT-2's one pass per rank.
 //
-// Natural text repeats its words, so results for pre-tokens up to CACHE_MAX_WORD
-// bytes are kept in a cache: most of the encoding time is one hash lookup per word.
+// Natural text repeats its words, so results are cached per pre-token. Most words
+// are short and become at most three tokens: those sit in a table that holds the
+// word's bytes inline (two 64-bit compares instead of a memcmp through a pointer)
+// and their ids beside them; other words up to CACHE_MAX_WORD bytes use a general
+// byte-string map. Both start over when full, so memory stays bounded.
 #include "data/bpe_internal.h"
 #include "core/error.h"
 
@@ -18,7 +21,20 @@
 enum {
     CACHE_MAX_WORD = 64,              // longer pre-tokens are rare and not worth keeping
     CACHE_MAX_ENTRIES = 1 << 20,      // then the cache starts over: bounded memory
+    SMALL_BITS = 16,                  // 2^16 slots of 32 bytes: 2 MiB, mostly in cache
+    SMALL_WORD = 16,                  // bytes held inline
+    SMALL_IDS = 3,
 };
+
+#define MANY_IDS UINT32_MAX
+
+typedef struct {
+    uint64_t k0, k1;  // the word's bytes, zero-padded, little-endian
+    uint32_t len;     // 0: empty slot
+    uint32_t count;   // ids, or MANY_IDS: look in the general cache
+    uint32_t ids[SMALL_IDS];
+    uint32_t pad;
+} small_slot;
 
 typedef struct {
     uint32_t rank, pos, left, right;
@@ -36,6 +52,8 @@ struct bpe_encoder {
     heap_entry *heap, *round;
     size_t scratch_cap;
     bpe_ids word_ids;
+    small_slot *small;
+    size_t small_count;
 };
 
 bpe_encoder *bpe_encoder_new(const bpe_tokenizer *tok) {
@@ -44,6 +62,7 @@ bpe_encoder *bpe_encoder_new(const bpe_tokenizer *tok) {
     bpe_bytes_map_init(&e->cache, 1 << 14);
     e->cache_cap = 1 << 16;
     e->cache_ids = bg_malloc(e->cache_cap * sizeof *e->cache_ids);
+    e->small = bg_calloc((size_t)1 << SMALL_BITS, sizeof *e->small);
     return e;
 }
 
@@ -51,6 +70,7 @@ void bpe_encoder_free(bpe_encoder *e) {
     if (!e) return;
     bpe_bytes_map_free(&e->cache);
     free(e->cache_ids);
+    free(e->small);
     free(e->sym);
     free(e->next);
     free(e->prev);
@@ -148,11 +168,27 @@ void bpe_merge_word(bpe_encoder *e, const uint8_t *word, size_t len, bpe_ids *ou
     for (uint32_t i = 0; i != UINT32_MAX; i = next[i]) bpe_ids_push(out, sym[i]);
 }
 
-static void encode_word(bpe_encoder *e, const uint8_t *w, size_t n, bpe_ids *out) {
-    if (n == 1) {
-        bpe_ids_push(out, e->tok->byte_token[w[0]]);
+static inline uint64_t load64(const uint8_t *p) {
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return x;
+}
+
+// The low n bytes of x (n <= 8).
+static inline uint64_t low_bytes(uint64_t x, size_t n) { return n >= 8 ? x : x & ((1ULL << (8 * n)) - 1); }
+
+static inline void emit(bpe_ids *out, const uint32_t *ids, size_t n) {
+    if (out->count + n > out->capacity) {
+        for (size_t k = 0; k < n; k++) bpe_ids_push(out, ids[k]);
         return;
     }
+    uint32_t *dst = out->ids + out->count;
+    for (size_t k = 0; k < n; k++) dst[k] = ids[k];  // n is small: no memcpy call
+    out->count += n;
+}
+
+// General cache: words over SMALL_WORD bytes or over SMALL_IDS ids.
+static void encode_word_general(bpe_encoder *e, const uint8_t *w, size_t n, bpe_ids *out) {
     if (n > CACHE_MAX_WORD) {
         bpe_merge_word(e, w, n, out);
         return;
@@ -160,8 +196,7 @@ static void encode_word(bpe_encoder *e, const uint8_t *w, size_t n, bpe_ids *out
     uint64_t h = bpe_hash_bytes(w, n);
     bpe_bytes_slot *s = bpe_bytes_map_find(&e->cache, w, n, h);
     if (s) {
-        size_t off = (size_t)(s->value >> 8), cnt = (size_t)(s->value & 0xff);
-        for (size_t k = 0; k < cnt; k++) bpe_ids_push(out, e->cache_ids[off + k]);
+        emit(out, e->cache_ids + (s->value >> 8), (size_t)(s->value & 0xff));
         return;
     }
     e->word_ids.count = 0;
@@ -185,14 +220,82 @@ static void encode_word(bpe_encoder *e, const uint8_t *w, size_t n, bpe_ids *out
     s = bpe_bytes_map_insert(&e->cache, w, n, h, &added);
     s->value = (uint64_t)e->cache_used << 8 | cnt;
     e->cache_used += cnt;
-    for (size_t k = 0; k < cnt; k++) bpe_ids_push(out, e->word_ids.ids[k]);
+    emit(out, e->word_ids.ids, cnt);
+}
+
+// w[0..n) is a pre-token of a text that ends at `end` (reading up to 16 bytes past
+// the word is fine while inside the text).
+static void encode_word(bpe_encoder *e, const uint8_t *w, size_t n, const uint8_t *end, bpe_ids *out) {
+    if (n == 1) {
+        bpe_ids_push(out, e->tok->byte_token[w[0]]);
+        return;
+    }
+    if (n > SMALL_WORD) {
+        encode_word_general(e, w, n, out);
+        return;
+    }
+    uint64_t k0, k1;
+    if ((size_t)(end - w) >= 16) {
+        k0 = load64(w);
+        k1 = load64(w + 8);
+    } else {
+        uint8_t buf[16] = {0};
+        memcpy(buf, w, n);
+        k0 = load64(buf);
+        k1 = load64(buf + 8);
+    }
+    k0 = low_bytes(k0, n);
+    k1 = n > 8 ? low_bytes(k1, n - 8) : 0;
+    uint64_t h = (k0 * 0x9E3779B97F4A7C15ULL) ^ (k1 * 0xC2B2AE3D27D4EB4FULL) ^ n;
+    h = (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ULL;
+    const size_t mask = ((size_t)1 << SMALL_BITS) - 1;
+    size_t i = (size_t)(h >> (64 - SMALL_BITS));
+    for (;; i = (i + 1) & mask) {
+        small_slot *s = &e->small[i];
+        if (s->len == 0) break;
+        if (s->k0 == k0 && s->k1 == k1 && s->len == n) {
+            if (s->count == MANY_IDS) encode_word_general(e, w, n, out);
+            else emit(out, s->ids, s->count);
+            return;
+        }
+    }
+    e->word_ids.count = 0;
+    bpe_merge_word(e, w, n, &e->word_ids);
+    size_t cnt = e->word_ids.count;
+    if (e->small_count * 4 >= (mask + 1) * 3) {  // 3/4 full: start over
+        memset(e->small, 0, (mask + 1) * sizeof *e->small);
+        e->small_count = 0;
+        i = (size_t)(h >> (64 - SMALL_BITS));
+    }
+    while (e->small[i].len != 0) i = (i + 1) & mask;
+    small_slot *s = &e->small[i];
+    s->k0 = k0;
+    s->k1 = k1;
+    s->len = (uint32_t)n;
+    e->small_count++;
+    if (cnt > SMALL_IDS) {  // rare: a short word of many tokens; the slot says where to look
+        s->count = MANY_IDS;
+        encode_word_general(e, w, n, out);
+        return;
+    }
+    s->count = (uint32_t)cnt;
+    memcpy(s->ids, e->word_ids.ids, cnt * sizeof(uint32_t));
+    emit(out, s->ids, cnt);
+}
+
+size_t bpe_encode_part(bpe_encoder *e, const uint8_t *text, size_t len, size_t pos, size_t budget,
+                       bpe_ids *out) {
+    size_t stop = len - pos > budget ? pos + budget : len;
+    while (pos < stop) {
+        // Pre-tokens are found against the whole text: where one ends depends on
+        // what follows it.
+        size_t end = bpe_pretoken_end(text, len, pos);
+        encode_word(e, text + pos, end - pos, text + len, out);
+        pos = end;
+    }
+    return pos;
 }
 
 void bpe_encode(bpe_encoder *e, const uint8_t *text, size_t len, bpe_ids *out) {
-    size_t pos = 0;
-    while (pos < len) {
-        size_t end = bpe_pretoken_end(text, len, pos);
-        encode_word(e, text + pos, end - pos, out);
-        pos = end;
-    }
+    bpe_encode_part(e, text, len, 0, len, out);
 }

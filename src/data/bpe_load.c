@@ -19,10 +19,16 @@ static int is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// dir/name into buf; 0 when it does not fit.
+static int join(char *buf, size_t cap, const char *dir, const char *name) {
+    int n = snprintf(buf, cap, "%s/%s", dir, name);
+    return n >= 0 && (size_t)n < cap;
+}
+
 static int load_gpt2_dir(bpe_tokenizer **out, const char *dir) {
-    char enc[PATH_MAX + 32], voc[PATH_MAX + 32];
-    snprintf(enc, sizeof enc, "%s/encoder.json", dir);
-    snprintf(voc, sizeof voc, "%s/vocab.bpe", dir);
+    char enc[PATH_MAX], voc[PATH_MAX];
+    if (!join(enc, sizeof enc, dir, "encoder.json") || !join(voc, sizeof voc, dir, "vocab.bpe"))
+        return bg_error("%s: path too long", dir);
     if (!is_file(enc) || !is_file(voc))
         return bg_error("%s: no tokenizer here (a directory needs GPT-2's encoder.json and vocab.bpe)", dir);
     return bpe_load_gpt2(out, enc, voc);
@@ -33,22 +39,21 @@ static int load_gpt2_dir(bpe_tokenizer **out, const char *dir) {
 static int load_named_gpt2(bpe_tokenizer **out) {
     const char *env = getenv("BAGUALU_GPT2_DIR");
     if (env && *env) return load_gpt2_dir(out, env);
-    char cand[3][PATH_MAX + 64];
+    char cand[3][PATH_MAX];
     int n = 0;
-    snprintf(cand[n++], sizeof cand[0], "data/gpt2");
+    join(cand[n++], sizeof cand[0], "data", "gpt2");
     char exe[PATH_MAX];
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (k > 0) {
         exe[k] = 0;
         char *slash = strrchr(exe, '/');
         if (slash) *slash = 0;
-        snprintf(cand[n++], sizeof cand[0], "%s/../data/gpt2", exe);
-        snprintf(cand[n++], sizeof cand[0], "%s/data/gpt2", exe);
+        if (join(cand[n], sizeof cand[0], exe, "../data/gpt2")) n++;
+        if (join(cand[n], sizeof cand[0], exe, "data/gpt2")) n++;
     }
     for (int i = 0; i < n; i++) {
-        char enc[PATH_MAX + 96];
-        snprintf(enc, sizeof enc, "%s/encoder.json", cand[i]);
-        if (is_file(enc)) return load_gpt2_dir(out, cand[i]);
+        char enc[PATH_MAX];
+        if (join(enc, sizeof enc, cand[i], "encoder.json") && is_file(enc)) return load_gpt2_dir(out, cand[i]);
     }
     return bg_error("gpt2: GPT-2's encoder.json and vocab.bpe not found in data/gpt2 (run scripts/fetch_gpt2.sh, "
                     "or set BAGUALU_GPT2_DIR)");
@@ -57,8 +62,8 @@ static int load_named_gpt2(bpe_tokenizer **out) {
 // The file beside `path` named `name`.
 static void sibling(char *buf, size_t cap, const char *path, const char *name) {
     const char *slash = strrchr(path, '/');
-    if (slash) snprintf(buf, cap, "%.*s/%s", (int)(slash - path), path, name);
-    else snprintf(buf, cap, "%s", name);
+    int n = slash ? snprintf(buf, cap, "%.*s/%s", (int)(slash - path), path, name) : snprintf(buf, cap, "%s", name);
+    if (n < 0 || (size_t)n >= cap) buf[0] = 0;  // too long: the open that follows reports it
 }
 
 int bpe_load(bpe_tokenizer **out, const char *spec) {
@@ -74,7 +79,18 @@ int bpe_load(bpe_tokenizer **out, const char *spec) {
         sibling(other, sizeof other, spec, "encoder.json");
         return bpe_load_gpt2(out, other, spec);
     }
-    cJSON *root = cJSON_ParseWithLengthOpts((const char *)text, len, NULL, 0);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts((const char *)text, len, &end, 0);
+    size_t first = 0;
+    while (first < len && (text[first] == ' ' || text[first] == '\n' || text[first] == '\t' || text[first] == '\r'))
+        first++;
+    // A file that starts like a JSON object but does not parse is a broken tokenizer
+    // file (cut short, edited by hand): say where, rather than "unknown format".
+    if (!root && first < len && text[first] == '{') {
+        size_t at = end && end >= (const char *)text ? (size_t)(end - (const char *)text) : 0;
+        free(text);
+        return bg_error("%s: not valid JSON (near byte %zu): a damaged tokenizer file?", spec, at);
+    }
     free(text);
     int rc;
     if (root && cJSON_IsObject(root) && bpe_tokjson_is_ours(root)) {

@@ -56,10 +56,10 @@ int bpe_read_text_file(const char *path, uint8_t **data, size_t *len) {
         i += (size_t)w;
     }
     if (nul || invalid * 10 > checked) {
+        size_t at = nul ? (size_t)(nul - d) : 0;
         free(d);
         *data = NULL;
-        if (nul)
-            return bg_error("%s: binary file (NUL byte at offset %zu), expected text", path, (size_t)(nul - d));
+        if (nul) return bg_error("%s: binary file (NUL byte at offset %zu), expected text", path, at);
         return bg_error("%s: binary file (%zu of its first %zu bytes are not UTF-8), expected text", path,
                         invalid, checked);
     }

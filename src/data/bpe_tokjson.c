@@ -50,7 +50,7 @@ static int parse(const cJSON *root, const char *path, bpe_tokenizer **out) {
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pretokenizer");
     if (!cJSON_IsString(pre) || strcmp(pre->valuestring, "gpt2") != 0)
         return bg_error("%s: \"pretokenizer\" must be \"gpt2\"", path);
-    long long version, vocab_size;
+    long long version = 0, vocab_size = 0;
     if (get_int(root, "version", 1, 1, &version, path) != BG_OK) return BG_ERR;
     if (get_int(root, "vocab_size", 257, 0x7FFFFFFF, &vocab_size, path) != BG_OK) return BG_ERR;
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(root, "merges");

@@ -29,6 +29,9 @@ typedef struct dist_comm dist_comm;
 // emulated nodes (one machine acting as several); 0 uses the real shared-memory nodes.
 // Collective over the world. NULL with bg_error() on a bad ranks_per_node.
 dist_comm *dist_comm_world(int ranks_per_node);
+// The parent's ranks with the same color, ordered by key (ties by parent rank); each
+// keeps its node. Collective over the parent; the layout below is built from it.
+dist_comm *dist_comm_split(dist_comm *parent, int color, int key);
 void dist_comm_free(dist_comm *c);  // collective
 int dist_rank(const dist_comm *c);
 int dist_size(const dist_comm *c);
@@ -48,8 +51,8 @@ int dist_n_nodes(const dist_comm *c);
 typedef struct {
     int world_size, world_rank;
     int n_experts, ep, experts_per_rank;
-    int ep_rank, ep_group;    // r % EP, r / EP
-    int edp_size, edp_rank;   // P / EP, r / EP
+    int ep_rank, ep_group;   // r % EP, r / EP
+    int edp_size, edp_rank;  // P / EP, r / EP
     int n_nodes, node, node_rank, node_size;
     dist_comm *world, *ep_comm, *edp_comm, *node_comm;
 } dist_layout;
@@ -112,12 +115,14 @@ void dist_alltoallv(dist_comm *c, enum dist_a2a_algo algo, const float *send,
 // may run on the same communicator meanwhile. The result equals dist_alltoallv.
 typedef struct dist_a2a dist_a2a;
 dist_a2a *dist_a2a_begin(dist_comm *c, enum dist_a2a_algo algo, const float *send,
-                         const int *send_counts, float *recv, const int *recv_counts,
-                         size_t width, int n_chunks);
+                         const int *send_counts, float *recv, const int *recv_counts, size_t width,
+                         int n_chunks);
 void dist_a2a_wait_chunk(dist_a2a *h, int k);
 // Lets MPI advance the chunks in flight; call now and then during long computation
 // (MPI makes progress only inside MPI calls).
 void dist_a2a_progress(dist_a2a *h);
+// 1 when chunk k is final, without waiting (it also advances every chunk in flight).
+int dist_a2a_test_chunk(dist_a2a *h, int k);
 void dist_a2a_end(dist_a2a *h);  // waits for every chunk, frees h
 static inline int dist_chunk_lo(int cnt, int k, int n_chunks) {
     return (int)((int64_t)cnt * k / n_chunks);

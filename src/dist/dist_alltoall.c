@@ -34,8 +34,8 @@ static void block_displs(const int *counts, int *displs, int n, const char *what
 }
 
 dist_a2a *dist_a2a_begin(dist_comm *c, enum dist_a2a_algo algo, const float *send,
-                         const int *send_counts, float *recv, const int *recv_counts,
-                         size_t width, int n_chunks) {
+                         const int *send_counts, float *recv, const int *recv_counts, size_t width,
+                         int n_chunks) {
     BG_ASSERT(n_chunks >= 1 && width >= 1 && width <= INT_MAX);
     double t0 = bg_now();
     int n = c->size;
@@ -92,7 +92,7 @@ void dist_a2a_wait_chunk(dist_a2a *h, int k) {
     double t0 = bg_now();
     if (h->hier) {
         for (int j = 0; j <= k; j++)  // chunks finish in order in the hierarchy
-            while (!dist_hier_step(h, j, 1)) {}
+            while (!dist_hier_step(h, j, 1)) continue;
     } else {
         DIST_MPI(MPI_Wait(&h->reqs[k], MPI_STATUS_IGNORE));
     }
@@ -110,6 +110,22 @@ void dist_a2a_progress(dist_a2a *h) {
         }
     }
     h->c->traffic.seconds += bg_now() - t0;
+}
+
+int dist_a2a_test_chunk(dist_a2a *h, int k) {
+    BG_ASSERT(k >= 0 && k < h->n_chunks);
+    double t0 = bg_now();
+    int done = 1;
+    if (h->hier) {
+        for (int j = 0; j < h->n_chunks; j++) {  // in order: chunk j waits on chunk j-1
+            int dj = dist_hier_step(h, j, 0);
+            if (j <= k) done &= dj;
+        }
+    } else {
+        DIST_MPI(MPI_Test(&h->reqs[k], &done, MPI_STATUS_IGNORE));
+    }
+    h->c->traffic.seconds += bg_now() - t0;
+    return done;
 }
 
 void dist_a2a_end(dist_a2a *h) {
@@ -140,8 +156,8 @@ void dist_alltoallv(dist_comm *c, enum dist_a2a_algo algo, const float *send,
     MPI_Datatype row;
     DIST_MPI(MPI_Type_contiguous((int)width, MPI_FLOAT, &row));
     DIST_MPI(MPI_Type_commit(&row));
-    DIST_MPI(MPI_Alltoallv(send, send_counts, displs, row, recv, recv_counts, displs + n, row,
-                           c->comm));
+    DIST_MPI(
+        MPI_Alltoallv(send, send_counts, displs, row, recv, recv_counts, displs + n, row, c->comm));
     DIST_MPI(MPI_Type_free(&row));
     free(displs);
     uint64_t row_bytes = width * sizeof(float);

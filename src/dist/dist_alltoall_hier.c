@@ -161,7 +161,8 @@ dist_hier *dist_hier_begin(dist_a2a *h) {
             for (int q = 0; q < m; q++) {
                 int rows = 0;
                 for (int j = 0; j < n; j++)
-                    if (c->node_of[j] != s->node) rows += chunk_rows(s->cnt_all[q * 2 * n + j], k, C);
+                    if (c->node_of[j] != s->node)
+                        rows += chunk_rows(s->cnt_all[q * 2 * n + j], k, C);
                 gcnt[q] = rows;
                 gdsp[q] = at;
                 at += rows;
@@ -171,8 +172,8 @@ dist_hier *dist_hier_begin(dist_a2a *h) {
             dist_count_send(c, lead, gsend * row_bytes);
         }
         float *gdst = s->leader ? rows_at(s->gath, s->gath_off[k], w) : NULL;
-        DIST_MPI(MPI_Igatherv(rows_at(s->pack, s->pack_off[k], w), gsend, h->row, gdst, gcnt,
-                              gdsp, h->row, 0, c->node_comm, &ch->g));
+        DIST_MPI(MPI_Igatherv(rows_at(s->pack, s->pack_off[k], w), gsend, h->row, gdst, gcnt, gdsp,
+                              h->row, 0, c->node_comm, &ch->g));
         ch->s_count = (int)(s->srecv_off[k + 1] - s->srecv_off[k]);
     }
     // Other ranks post every scatter now; the leader posts each once its rows arrive.
@@ -207,7 +208,8 @@ static void post_exchange(dist_a2a *h, int k) {
             at += chunk_rows(s->cnt_all[q * 2 * n + j], k, C);
         }
     }
-    float *gath = rows_at(s->gath, s->gath_off[k], w), *xsend = rows_at(s->xsend, s->gath_off[k], w);
+    float *gath = rows_at(s->gath, s->gath_off[k], w),
+          *xsend = rows_at(s->xsend, s->gath_off[k], w);
     int *scnt = ch->x_args, *sdsp = scnt + N, *rcnt = scnt + 2 * N, *rdsp = scnt + 3 * N;
     int at = 0;
     for (int b = 0; b < N; b++) {
@@ -255,7 +257,8 @@ static void post_scatter(dist_a2a *h, int k) {
     uint64_t row_bytes = w * sizeof(float);
     chunk_state *ch = &s->ch[k];
     const int *xdsp = ch->x_args + 3 * N;
-    float *xrecv = rows_at(s->xrecv, s->xrecv_off[k], w), *ssend = rows_at(s->ssend, s->xrecv_off[k], w);
+    float *xrecv = rows_at(s->xrecv, s->xrecv_off[k], w),
+          *ssend = rows_at(s->ssend, s->xrecv_off[k], w);
     // Inside node a's block the rows for destination p are one run (sources of a in
     // order); runs[p*N + a] is where it starts, lens[p*N + a] its length.
     int *runs = bg_malloc(sizeof(int) * 2 * m * N), *lens = runs + m * N;
@@ -276,7 +279,8 @@ static void post_scatter(dist_a2a *h, int k) {
     for (int p = 0; p < m; p++) {
         sdsp[p] = at;
         for (int a = 0; a < N; a++) {
-            copy_rows(rows_at(ssend, at, w), rows_at(xrecv, runs[p * N + a], w), lens[p * N + a], w);
+            copy_rows(rows_at(ssend, at, w), rows_at(xrecv, runs[p * N + a], w), lens[p * N + a],
+                      w);
             at += lens[p * N + a];
         }
         scnt[p] = at - sdsp[p];
@@ -329,7 +333,8 @@ int dist_hier_step(dist_a2a *h, int k, int blocking) {
     int g_done = req_done(&ch->g, blocking);
     if (s->leader) {
         if (!ch->x_posted && g_done && (!prev || prev->x_posted)) post_exchange(h, k);
-        if (ch->x_posted && !ch->s_posted && req_done(&ch->x, blocking) && (!prev || prev->s_posted))
+        if (ch->x_posted && !ch->s_posted && req_done(&ch->x, blocking) &&
+            (!prev || prev->s_posted))
             post_scatter(h, k);
     }
     if (ch->s_posted && !ch->unpacked && req_done(&ch->s, blocking)) {

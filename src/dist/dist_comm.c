@@ -83,8 +83,8 @@ dist_comm *dist_comm_world(int ranks_per_node) {
     } else {
         // A real node: the ranks that can share memory; named by its lowest world rank.
         MPI_Comm shared;
-        DIST_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
-                                     MPI_INFO_NULL, &shared));
+        DIST_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                                     &shared));
         DIST_MPI(MPI_Allreduce(&rank, &key, 1, MPI_INT, MPI_MIN, shared));
         DIST_MPI(MPI_Comm_free(&shared));
     }

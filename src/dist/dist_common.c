@@ -5,7 +5,9 @@
 
 enum { DIST_DEFAULT_BUCKET_BYTES = 64 << 20 };
 
-typedef struct { int key, rank; } key_rank;
+typedef struct {
+    int key, rank;
+} key_rank;
 
 static int cmp_key_then_rank(const void *pa, const void *pb) {
     const key_rank *a = pa, *b = pb;
@@ -41,7 +43,8 @@ void dist_comm_setup(dist_comm *c, int rank, int size, const int *keys) {
     // the rank before it in by_key (same key, and the group's lowest rank comes first).
     for (int a = 0; a < n_nodes; a++) c->node_of[group_lowest[a]] = a;
     for (int i = 1; i < size; i++)
-        if (by_key[i].key == by_key[i - 1].key) c->node_of[by_key[i].rank] = c->node_of[by_key[i - 1].rank];
+        if (by_key[i].key == by_key[i - 1].key)
+            c->node_of[by_key[i].rank] = c->node_of[by_key[i - 1].rank];
     free(group_lowest);
     free(by_key);
     c->n_nodes = n_nodes;

@@ -14,12 +14,12 @@
 // all-reduce may run while a chunked exchange is in flight on the same communicator.
 enum {
     DIST_SCR_REDUCE = 0,
-    DIST_SCR_HIER_PACK,     // my rows for other nodes, before the gather to the leader
-    DIST_SCR_HIER_GATHER,   // leader: the node's rows for other nodes, by source
-    DIST_SCR_HIER_XSEND,    // leader: the same rows ordered by destination node
-    DIST_SCR_HIER_XRECV,    // leader: rows from other nodes for this node
-    DIST_SCR_HIER_SSEND,    // leader: the same rows ordered by local destination
-    DIST_SCR_HIER_SRECV,    // my rows from other nodes, before unpacking
+    DIST_SCR_HIER_PACK,    // my rows for other nodes, before the gather to the leader
+    DIST_SCR_HIER_GATHER,  // leader: the node's rows for other nodes, by source
+    DIST_SCR_HIER_XSEND,   // leader: the same rows ordered by destination node
+    DIST_SCR_HIER_XRECV,   // leader: rows from other nodes for this node
+    DIST_SCR_HIER_SSEND,   // leader: the same rows ordered by local destination
+    DIST_SCR_HIER_SRECV,   // my rows from other nodes, before unpacking
     DIST_SCR_COUNT
 };
 
@@ -49,9 +49,6 @@ struct dist_comm {
 void dist_comm_setup(dist_comm *c, int rank, int size, const int *keys);
 // Frees what dist_comm_setup allocated and the scratch buffers (not c itself).
 void dist_comm_release(dist_comm *c);
-// A communicator of the parent's ranks with the same color, ordered by key; every
-// member keeps its node key. Collective over the parent.
-dist_comm *dist_comm_split(dist_comm *parent, int color, int key);
 
 void *dist_scratch(dist_comm *c, int slot, size_t bytes);
 // Traffic accounting of one transfer between this rank and `peer`; empty transfers

@@ -32,7 +32,8 @@
 // flipped bit anywhere is caught; it equals what `xxhsum -H1 FILE` prints.
 //
 // Host byte order is assumed little-endian (x86-64, AArch64, Sunway): tensors are stored in
-// memory order. Not thread-safe per file while opening; a read-only st_file may be shared.
+// memory order. Open files from one thread at a time (cJSON records parse errors in a
+// global); an open st_file is read-only and may be shared by threads.
 #include <stddef.h>
 #include <stdint.h>
 

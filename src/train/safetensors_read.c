@@ -106,11 +106,11 @@ static int parse_tensor(st_file *f, const cJSON *e, st_tensor *t) {
         if (*slot) return bg_error("%s: tensor '%s': key '%s' appears twice", f->path, name, k->string);
         *slot = k;
     }
-    if (!cJSON_IsString(dtype)) return bg_error("%s: tensor '%s': missing dtype", f->path, name);
+    if (!cJSON_IsString(dtype)) return bg_error("%s: tensor '%s': missing dtype (or not a string)", f->path, name);
     t->dtype = st_dtype_from_name(dtype->valuestring);
     if (t->dtype == ST_DTYPE_NONE)
         return bg_error("%s: tensor '%s': unknown dtype \"%s\"", f->path, name, dtype->valuestring);
-    if (!cJSON_IsArray(shape)) return bg_error("%s: tensor '%s': missing shape", f->path, name);
+    if (!cJSON_IsArray(shape)) return bg_error("%s: tensor '%s': missing shape (or not an array)", f->path, name);
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > ST_MAX_DIMS)
         return bg_error("%s: tensor '%s': %d dimensions (at most %d supported)", f->path, name,

@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 #include "core/error.h"
+#include "core/log.h"
+#include "train/checkpoint.h"
 #include "core/threads.h"
 #include "core/timer.h"
 #include "train/grad_norm.h"
@@ -39,8 +41,80 @@ static int validate(const train_options *o) {
     if (o->eval_every < 0) return bg_error("--eval-every must be >= 0");
     if (o->eval_batches <= 0) return bg_error("--eval-batches must be positive");
     if (o->threads < 0) return bg_error("--threads must be positive");
+    if (o->save_every < 0) return bg_error("--save-every must be >= 0");
+    if (o->keep_last < 0) return bg_error("--keep-last must be >= 0");
+    if ((o->save_every || o->keep_last) && !o->save_dir)
+        return bg_error("--save-every and --keep-last need --save-dir");
+    if (o->resume && !strcmp(o->resume, "latest") && !o->save_dir)
+        return bg_error("--resume latest needs --save-dir");
+    if (o->fallback && !(o->resume && !strcmp(o->resume, "latest")))
+        return bg_error("--fallback applies only to --resume latest");
     if ((long long)o->batch_size * o->seq_len > (1LL << 28))
         return bg_error("--batch-size x --seq-len is too large");
+    return BG_OK;
+}
+
+// --resume DIR loads DIR. --resume latest loads what SAVE_DIR/latest names, or
+// starts from scratch when there is none yet (so one command line both launches
+// and relaunches a job); with --fallback a corrupt newest checkpoint is reported
+// and the next older one tried.
+static int trainer_resume(trainer *tr) {
+    const train_options *o = &tr->opt;
+    if (strcmp(o->resume, "latest") != 0) {
+        if (ckpt_load(tr, o->resume) != BG_OK) return BG_ERR;
+        bg_log_info("resumed from %s at step %ld", o->resume, tr->step);
+        return BG_OK;
+    }
+    char dir[4096];
+    int found;
+    if (ckpt_latest(o->save_dir, dir, sizeof dir, &found) != BG_OK) {
+        if (!o->fallback) return BG_ERR;
+        bg_log_info("bagualu: %s", bg_last_error());
+        found = 0;
+        dir[0] = '\0';
+    } else if (!found) {
+        char **dirs;
+        int n;
+        if (ckpt_list(o->save_dir, &dirs, &n) != BG_OK) return BG_ERR;
+        for (int i = 0; i < n; i++) free(dirs[i]);
+        free(dirs);
+        if (n > 0 && !o->fallback)
+            return bg_error("%s: has checkpoints but no \"latest\" pointer (use --fallback or --resume DIR)",
+                            o->save_dir);
+        if (n == 0) {
+            bg_log_info("no checkpoint in %s yet: starting from scratch", o->save_dir);
+            return BG_OK;
+        }
+    }
+    if (found) {
+        if (ckpt_load(tr, dir) == BG_OK) {
+            bg_log_info("resumed from %s at step %ld", dir, tr->step);
+            return BG_OK;
+        }
+        if (!o->fallback) return BG_ERR;
+        bg_log_info("bagualu: %s; trying an older checkpoint (--fallback)", bg_last_error());
+    }
+    // Fallback: every step directory older than the failed one, newest first. A
+    // failed load may have half-filled the state, so each attempt starts clean.
+    char **dirs;
+    int n, rc = BG_ERR;
+    if (ckpt_list(o->save_dir, &dirs, &n) != BG_OK) return BG_ERR;
+    for (int i = 0; i < n && rc != BG_OK; i++) {
+        if (found && strcmp(dirs[i], dir) >= 0) continue;  // zero-padded names sort by step
+        param_table_init_values(&tr->m.table, &tr->cfg, tr->m.params, o->seed);
+        memset(tr->adam.m, 0, tr->adam.numel * sizeof(float));
+        memset(tr->adam.v, 0, tr->adam.numel * sizeof(float));
+        tr->adam.step = 0, tr->step = 0, tr->samples = 0;
+        if (ckpt_load(tr, dirs[i]) == BG_OK) {
+            bg_log_info("resumed from %s at step %ld (fallback)", dirs[i], tr->step);
+            rc = BG_OK;
+        } else {
+            bg_log_info("bagualu: %s", bg_last_error());
+        }
+    }
+    for (int i = 0; i < n; i++) free(dirs[i]);
+    free(dirs);
+    if (rc != BG_OK) return bg_error("%s: no loadable checkpoint", o->save_dir);
     return BG_OK;
 }
 
@@ -83,6 +157,10 @@ int trainer_init(trainer *tr, const train_options *o) {
     tr->min_lr = o->min_lr >= 0 ? o->min_lr : o->lr * 0.1f;
     tr->inputs = bg_malloc(sizeof(int) * B * T);
     tr->targets = bg_malloc(sizeof(int) * B * T);
+    if (o->resume && trainer_resume(tr) != BG_OK) {
+        trainer_free(tr);
+        return BG_ERR;
+    }
     return BG_OK;
 }
 
@@ -90,7 +168,8 @@ double trainer_step(trainer *tr) {
     const train_options *o = &tr->opt;
     int B = o->batch_size;
     model *m = &tr->m;
-    loader_samples(&tr->train, (uint64_t)tr->step * B, B, tr->inputs, tr->targets);
+    loader_samples(&tr->train, tr->samples, B, tr->inputs, tr->targets);
+    tr->samples += (uint64_t)B;
     model_forward(m, tr->inputs, tr->targets);
     model_zero_grad(m);
     model_backward(m);
@@ -130,13 +209,26 @@ void trainer_free(trainer *tr) {
     memset(tr, 0, sizeof *tr);
 }
 
+static int save_checkpoint(trainer *tr, metrics_sink *sink) {
+    const train_options *o = &tr->opt;
+    if (ckpt_save(tr, o->save_dir) != BG_OK) return BG_ERR;
+    if (ckpt_prune(o->save_dir, o->keep_last) != BG_OK) return BG_ERR;
+    metrics_note(sink, "saved checkpoint %s/step_%08ld", o->save_dir, tr->step);
+    return BG_OK;
+}
+
 int trainer_run(const train_options *o) {
     trainer tr;
-    if (trainer_init(&tr, o) != BG_OK) return BG_ERR;
+    if (trainer_init(&tr, o) != BG_OK) return TRAIN_BAD_INPUT;
+    if (tr.step >= o->steps) {
+        printf("checkpoint is at step %ld of %ld: nothing to do\n", tr.step, o->steps);
+        trainer_free(&tr);
+        return TRAIN_OK;
+    }
     metrics_sink sink;
     if (metrics_open(&sink, o->log_path, o->steps) != BG_OK) {
         trainer_free(&tr);
-        return BG_ERR;
+        return TRAIN_BAD_INPUT;
     }
     const model_config *cfg = &tr.cfg;
     int B = o->batch_size, T = o->seq_len;
@@ -144,10 +236,12 @@ int trainer_run(const train_options *o) {
     printf("model: %.2fM parameters, %d layers, %d experts (top-%d); batch %d x %d tokens; %d threads\n",
            tr.m.table.numel / 1e6, cfg->num_hidden_layers, cfg->num_local_experts,
            cfg->num_local_experts ? cfg->num_experts_per_tok : 0, B, T, bg_threads_get());
-    if (tr.has_val) metrics_note(&sink, "val loss before training: %.4f", trainer_evaluate(&tr));
+    if (tr.has_val) metrics_note(&sink, "val loss %s: %.4f", tr.step ? "at resume" : "before training",
+                                 trainer_evaluate(&tr));
 
     double t_start = bg_now(), train_seconds = 0;
-    int diverged = 0;
+    long first_step = tr.step;
+    int rc = TRAIN_OK;
     while (tr.step < o->steps) {
         double t0 = bg_now();
         double loss = trainer_step(&tr);
@@ -157,23 +251,36 @@ int trainer_run(const train_options *o) {
             .step = tr.step, .total_steps = o->steps, .loss = loss, .aux_loss = tr.m.aux_loss,
             .z_loss = tr.m.z_loss, .lr = tr.last_lr, .grad_norm = tr.last_grad_norm,
             .tokens_per_s = B * T / dt, .gflops = flops_per_step / dt / 1e9, .step_seconds = dt,
-            .eta_seconds = train_seconds / tr.step * (o->steps - tr.step),
+            .eta_seconds = train_seconds / (tr.step - first_step) * (o->steps - tr.step),
         };
         metrics_step(&sink, &sm, &tr.m);
         if (!isfinite(loss)) {
-            diverged = 1;
+            rc = TRAIN_FAILED;
+            bg_error("training diverged: loss is not finite at step %ld", tr.step);
             break;
         }
         if (tr.has_val && o->eval_every > 0 && tr.step % o->eval_every == 0 && tr.step < o->steps)
             metrics_note(&sink, "step %ld: val loss %.4f", tr.step, trainer_evaluate(&tr));
+        int stop = o->stop_requested && *o->stop_requested;
+        if (o->save_dir && (stop || tr.step == o->steps || (o->save_every && tr.step % o->save_every == 0))) {
+            if (save_checkpoint(&tr, &sink) != BG_OK) {
+                rc = TRAIN_FAILED;
+                break;
+            }
+        }
+        if (stop) {
+            metrics_note(&sink, "stopped by signal at step %ld", tr.step);
+            break;
+        }
     }
-    if (tr.has_val && !diverged)
-        metrics_note(&sink, "val loss after training: %.4f", trainer_evaluate(&tr));
-    metrics_note(&sink, "trained %ld steps in %.1f s (%.0f tokens/s, %.1f GFLOP/s)", tr.step,
-                 bg_now() - t_start, (double)tr.step * B * T / train_seconds,
-                 flops_per_step * tr.step / train_seconds / 1e9);
+    if (rc == TRAIN_OK && tr.step == o->steps) {
+        if (tr.has_val) metrics_note(&sink, "val loss after training: %.4f", trainer_evaluate(&tr));
+        long done = tr.step - first_step;
+        metrics_note(&sink, "trained %ld steps in %.1f s (%.0f tokens/s, %.1f GFLOP/s)", done,
+                     bg_now() - t_start, (double)done * B * T / train_seconds,
+                     flops_per_step * done / train_seconds / 1e9);
+    }
     metrics_close(&sink);
-    int rc = diverged ? bg_error("training diverged: loss is not finite at step %ld", tr.step) : BG_OK;
     trainer_free(&tr);
     return rc;
 }

@@ -17,7 +17,20 @@ typedef struct {
     int threads;
     long eval_every;            // 0: only at the start and the end (when val_path)
     int eval_batches;           // batches of validation windows per evaluation
+    const char *save_dir;       // NULL: no checkpoints
+    long save_every;            // 0: only at the end (and on SIGINT/SIGTERM)
+    int keep_last;              // 0: keep every checkpoint
+    const char *resume;         // NULL, a checkpoint directory, or "latest" (in save_dir)
+    int fallback;               // resume latest: fall back to an older checkpoint if corrupt
+    // Set (by a signal handler) to ask for a checkpoint at the next step boundary
+    // and a clean stop; NULL: never.
+    volatile int *stop_requested;
 } train_options;
+
+// trainer_run's result, the process exit code: bad input (config, data, flags, a
+// corrupt or mismatched checkpoint) is 2; a failure while running (a save that
+// could not be written, divergence) is 1.
+enum { TRAIN_OK = 0, TRAIN_FAILED = 1, TRAIN_BAD_INPUT = 2 };
 
 void train_options_defaults(train_options *o);
 
@@ -37,6 +50,7 @@ typedef struct {
     data_loader train, val;
     int has_val;
     long step;                  // steps completed
+    uint64_t samples;           // global samples consumed: the data loader's position
     float min_lr;
     int *inputs, *targets;      // (B,T) batch buffers
     double last_grad_norm;
@@ -50,6 +64,7 @@ double trainer_step(trainer *tr);
 // Mean cross-entropy over eval_batches batches of validation windows in file order.
 double trainer_evaluate(trainer *tr);
 void trainer_free(trainer *tr);
-// Validates options and inputs, trains, reports. BG_OK or BG_ERR with bg_error set.
+// Validates options and inputs, resumes if asked, trains, saves, reports.
+// Returns TRAIN_OK, or TRAIN_BAD_INPUT / TRAIN_FAILED with bg_error set.
 int trainer_run(const train_options *o);
 #endif

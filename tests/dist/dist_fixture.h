@@ -23,7 +23,8 @@ static inline dist_test_args dist_test_start(int *argc, char ***argv) {
             printf("%s\n", dist_backend());
             exit(0);
         }
-        if (!strcmp((*argv)[i], "--ranks-per-node") && i + 1 < *argc) a.ranks_per_node = atoi((*argv)[++i]);
+        if (!strcmp((*argv)[i], "--ranks-per-node") && i + 1 < *argc)
+            a.ranks_per_node = atoi((*argv)[++i]);
     }
     dist_init(argc, argv);
     return a;
@@ -35,8 +36,10 @@ static inline int dist_test_finish(dist_comm *world, const char *name) {
     dist_allreduce_sum_i64(world, &f, 1);
     int rank = dist_rank(world), P = dist_size(world);
     if (rank == 0) {
-        if (f) fprintf(stderr, "%s (P=%d): %lld check(s) failed\n", name, P, (long long)f);
-        else printf("%s (P=%d): all checks passed\n", name, P);
+        if (f)
+            fprintf(stderr, "%s (P=%d): %lld check(s) failed\n", name, P, (long long)f);
+        else
+            printf("%s (P=%d): all checks passed\n", name, P);
     }
     return f ? 1 : 0;
 }
@@ -45,7 +48,8 @@ static inline int dist_test_finish(dist_comm *world, const char *name) {
 // distinct, so a row delivered to the wrong place or in the wrong order shows.
 static inline float dist_test_value(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
     uint64_t z = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^
-                 (c + 0x85EBCA77C2B2AE63ull) * 0x94D049BB133111EBull ^ (d + 1) * 0xD6E8FEB86659FD93ull;
+                 (c + 0x85EBCA77C2B2AE63ull) * 0x94D049BB133111EBull ^
+                 (d + 1) * 0xD6E8FEB86659FD93ull;
     z ^= z >> 31;
     z *= 0x9E3779B97F4A7C15ull;
     z ^= z >> 29;

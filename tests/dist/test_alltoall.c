@@ -3,6 +3,7 @@
 // groups, with uneven counts, empty blocks and ranks that send nothing; and the
 // traffic counters against the messages each algorithm must issue.
 // Tolerance: none. Exchanges only move bytes, so every comparison is exact (memcmp).
+#include "core/timer.h"
 #include "dist_fixture.h"
 
 typedef struct {
@@ -44,11 +45,13 @@ static void exchange_make(exchange *x, dist_comm *c, size_t width, int max_rows,
     size_t at = 0;
     for (int j = 0; j < n; j++)
         for (int t = 0; t < x->send_counts[j]; t++, at++)
-            for (size_t f = 0; f < width; f++) x->send[at * width + f] = dist_test_value(me, j, t, f + seed);
+            for (size_t f = 0; f < width; f++)
+                x->send[at * width + f] = dist_test_value(me, j, t, f + seed);
     at = 0;
     for (int i = 0; i < n; i++)
         for (int t = 0; t < x->recv_counts[i]; t++, at++)
-            for (size_t f = 0; f < width; f++) x->want[at * width + f] = dist_test_value(i, me, t, f + seed);
+            for (size_t f = 0; f < width; f++)
+                x->want[at * width + f] = dist_test_value(i, me, t, f + seed);
 }
 
 static void exchange_free(exchange *x) {
@@ -66,14 +69,18 @@ static float *recv_buffer(const exchange *x) {
     return r;
 }
 
-static int same(const float *a, const float *b, size_t n) { return n == 0 || !memcmp(a, b, n * sizeof(float)); }
+static int same(const float *a, const float *b, size_t n) {
+    return n == 0 || !memcmp(a, b, n * sizeof(float));
+}
 
 // Rows of chunk k of every source's block already hold their final values.
 static int chunk_final(const exchange *x, const float *recv, int k, int C) {
     size_t at = 0;
     for (int i = 0; i < x->n; i++) {
-        int lo = dist_chunk_lo(x->recv_counts[i], k, C), hi = dist_chunk_lo(x->recv_counts[i], k + 1, C);
-        if (!same(recv + (at + lo) * x->width, x->want + (at + lo) * x->width, (hi - lo) * x->width))
+        int lo = dist_chunk_lo(x->recv_counts[i], k, C),
+            hi = dist_chunk_lo(x->recv_counts[i], k + 1, C);
+        if (!same(recv + (at + lo) * x->width, x->want + (at + lo) * x->width,
+                  (hi - lo) * x->width))
             return 0;
         at += x->recv_counts[i];
     }
@@ -103,8 +110,8 @@ static void check_exchange(dist_comm *c, const exchange *x, const char *what) {
         for (int ci = 0; ci < 4; ci++) {
             int C = chunks[ci];
             float *got = recv_buffer(x);
-            dist_a2a *h = dist_a2a_begin(c, algo, x->send, x->send_counts, got, x->recv_counts,
-                                         x->width, C);
+            dist_a2a *h =
+                dist_a2a_begin(c, algo, x->send, x->send_counts, got, x->recv_counts, x->width, C);
             for (int k = 0; k < C; k++) {
                 dist_a2a_progress(h);  // where a caller would compute on chunk k-1
                 dist_a2a_wait_chunk(h, k);
@@ -116,13 +123,35 @@ static void check_exchange(dist_comm *c, const exchange *x, const char *what) {
                      algo_name(algo), C);
             free(got);
         }
+    // Polling alone (no blocking wait) must bring every chunk home: that is what lets a
+    // caller compute while chunks travel. 20 s is far beyond any exchange here.
+    for (int algo = 0; algo < 2; algo++) {
+        int C = 3;
+        float *got = recv_buffer(x);
+        dist_a2a *h = dist_a2a_begin(c, algo, x->send, x->send_counts, got, x->recv_counts,
+                                     x->width, C);
+        double t0 = bg_now();
+        int done = 0;
+        while (!done && bg_now() - t0 < 20) {
+            done = 1;
+            for (int k = 0; k < C; k++) done &= dist_a2a_test_chunk(h, k);
+        }
+        TU_CHECK(done, "%s: %s chunks never completed by polling", what, algo_name(algo));
+        for (int k = 0; done && k < C; k++)
+            TU_CHECK(chunk_final(x, got, k, C), "%s: %s polled chunk %d not final", what,
+                     algo_name(algo), k);
+        dist_a2a_end(h);
+        free(got);
+    }
     // Waiting only for the last chunk (or only ending) must also finish everything.
     for (int algo = 0; algo < 2; algo++) {
         float *got = recv_buffer(x);
-        dist_a2a *h = dist_a2a_begin(c, algo, x->send, x->send_counts, got, x->recv_counts, x->width, 4);
+        dist_a2a *h =
+            dist_a2a_begin(c, algo, x->send, x->send_counts, got, x->recv_counts, x->width, 4);
         if (algo == DIST_A2A_FLAT) dist_a2a_wait_chunk(h, 3);
         dist_a2a_end(h);
-        TU_CHECK(same(got, flat, n_floats), "%s: %s ended early differs from flat", what, algo_name(algo));
+        TU_CHECK(same(got, flat, n_floats), "%s: %s ended early differs from flat", what,
+                 algo_name(algo));
         free(got);
     }
     free(flat);
@@ -146,11 +175,13 @@ static void check_traffic(dist_comm *c, const exchange *x, const char *what) {
             int64_t rows = 0;
             for (int i = 0; i < n; i++)
                 for (int j = 0; j < n; j++)
-                    if (dist_node_of(c, i) == a && dist_node_of(c, j) == b) rows += x->cnt[i * n + j];
+                    if (dist_node_of(c, i) == a && dist_node_of(c, j) == b)
+                        rows += x->cnt[i * n + j];
             hier_msgs += a != b && rows > 0;
         }
     float *r = recv_buffer(x);
-    int64_t got[2][4];  // per algorithm: inter msgs sent, inter bytes sent, inter msgs/bytes received
+    int64_t got[2]
+               [4];  // per algorithm: inter msgs sent, inter bytes sent, inter msgs/bytes received
     for (int algo = 0; algo < 2; algo++) {
         dist_traffic_reset(c);
         dist_alltoallv(c, algo, x->send, x->send_counts, r, x->recv_counts, x->width);
@@ -165,15 +196,17 @@ static void check_traffic(dist_comm *c, const exchange *x, const char *what) {
         dist_allreduce_sum_i64(c, got[algo], 4);
     }
     free(r);
-    TU_CHECK(got[0][0] == flat_msgs && got[0][2] == flat_msgs, "%s: flat inter msgs %lld/%lld, want %lld",
-             what, (long long)got[0][0], (long long)got[0][2], (long long)flat_msgs);
-    TU_CHECK(got[1][0] == hier_msgs && got[1][2] == hier_msgs, "%s: hier inter msgs %lld, want %lld",
-             what, (long long)got[1][0], (long long)hier_msgs);
+    TU_CHECK(got[0][0] == flat_msgs && got[0][2] == flat_msgs,
+             "%s: flat inter msgs %lld/%lld, want %lld", what, (long long)got[0][0],
+             (long long)got[0][2], (long long)flat_msgs);
+    TU_CHECK(got[1][0] == hier_msgs && got[1][2] == hier_msgs,
+             "%s: hier inter msgs %lld, want %lld", what, (long long)got[1][0],
+             (long long)hier_msgs);
     // The same rows cross node boundaries either way.
     for (int algo = 0; algo < 2; algo++)
         TU_CHECK(got[algo][1] == flat_bytes && got[algo][3] == flat_bytes,
-                 "%s: %s inter bytes %lld, want %lld", what, algo_name(algo), (long long)got[algo][1],
-                 (long long)flat_bytes);
+                 "%s: %s inter bytes %lld, want %lld", what, algo_name(algo),
+                 (long long)got[algo][1], (long long)flat_bytes);
 }
 
 static void run_suite(dist_comm *c, const char *where) {
@@ -186,7 +219,8 @@ static void run_suite(dist_comm *c, const char *where) {
             int silent = si == 1 ? dist_size(c) - 1 : -1;  // some rank sends nothing
             exchange x;
             exchange_make(&x, c, widths[wi], 6, sparsity[si], silent, seed++);
-            snprintf(what, sizeof what, "%s width %zu sparsity %.1f", where, widths[wi], sparsity[si]);
+            snprintf(what, sizeof what, "%s width %zu sparsity %.1f", where, widths[wi],
+                     sparsity[si]);
             check_exchange(c, &x, what);
             check_traffic(c, &x, what);
             exchange_free(&x);
@@ -207,6 +241,14 @@ int main(int argc, char **argv) {
     dist_comm *world = dist_comm_world(a.ranks_per_node);
     int P = dist_size(world);
     run_suite(world, "world");
+    // Nodes need not be runs of consecutive ranks (mpirun --map-by node deals ranks
+    // round-robin): reverse the odd ranks' order to interleave the nodes.
+    if (P > 2) {
+        int me = dist_rank(world);
+        dist_comm *mixed = dist_comm_split(world, 0, me % 2 ? P + (P - me) : me);
+        run_suite(mixed, "interleaved nodes");
+        dist_comm_free(mixed);
+    }
     // Over expert-parallel groups, as the MoE layer uses it: EP = P and EP = P/2.
     for (int ep = P; ep >= 1; ep /= 2) {
         if (P % ep) continue;

@@ -66,8 +66,7 @@ static void check_layout(int E, int ep, int rpn) {
         TU_CHECK(member_sum(L.node_comm, r) ==
                      (int64_t)size * node * rpn + (int64_t)size * (size - 1) / 2,
                  "node members");
-        for (int q = 0; q < P; q++)
-            TU_CHECK(dist_node_of(L.world, q) == q / rpn, "node of %d", q);
+        for (int q = 0; q < P; q++) TU_CHECK(dist_node_of(L.world, q) == q / rpn, "node of %d", q);
         // Sub-communicators see the same nodes, numbered by their lowest member.
         for (int q = 0; q < L.ep; q++) {
             int wq = g * L.ep + q;

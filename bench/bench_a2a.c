@@ -1,0 +1,133 @@
+// Token exchange benchmark: flat vs hierarchical all-to-all-v (and chunked), on the
+// expert-parallel communicator of the BaGuaLu layout. Prints, summed over all ranks,
+// the messages and bytes that cross (emulated) node boundaries and those that stay
+// inside a node, and the exchange time (median over iterations of the slowest rank).
+//   mpirun -np 4 bench_a2a [--ranks-per-node 2] [--rows 2048] [--width 1024] [--iters 20]
+// --rows: token rows each rank sends, spread evenly over the EP ranks (a balanced
+// router); --width: floats per row (the hidden size).
+#include "core/timer.h"
+#include "dist/dist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    int64_t v[8];  // inter msgs, intra msgs, inter bytes, intra bytes (sent), then received
+    double ms;
+} result;
+
+static result measure(dist_comm *c, enum dist_a2a_algo algo, int chunks, const float *send,
+                      const int *counts, float *recv, size_t width, int iters) {
+    result r;
+    // One exchange for the counters (they do not depend on the iteration).
+    dist_traffic_reset(c);
+    dist_a2a_end(dist_a2a_begin(c, algo, send, counts, recv, counts, width, chunks));
+    dist_traffic t;
+    dist_traffic_get(c, &t);
+    int64_t v[8] = {(int64_t)t.msgs_sent_inter,  (int64_t)t.msgs_sent_intra,
+                    (int64_t)t.bytes_sent_inter, (int64_t)t.bytes_sent_intra,
+                    (int64_t)t.msgs_recv_inter,  (int64_t)t.msgs_recv_intra,
+                    (int64_t)t.bytes_recv_inter, (int64_t)t.bytes_recv_intra};
+    dist_allreduce_sum_i64(c, v, 8);
+    memcpy(r.v, v, sizeof v);
+    double *ms = malloc(sizeof(double) * iters);
+    for (int i = 0; i < iters; i++) {
+        dist_barrier(c);
+        double t0 = bg_now();
+        dist_a2a *h = dist_a2a_begin(c, algo, send, counts, recv, counts, width, chunks);
+        for (int k = 0; k < chunks; k++) dist_a2a_wait_chunk(h, k);
+        dist_a2a_end(h);
+        ms[i] = (bg_now() - t0) * 1e3;
+        dist_allreduce_max_f64(c, &ms[i], 1);  // the exchange lasts as long as its slowest rank
+    }
+    qsort(ms, iters, sizeof(double), cmp_double);
+    r.ms = ms[iters / 2];
+    free(ms);
+    return r;
+}
+
+int main(int argc, char **argv) {
+    int rpn = 2, rows = 2048, width = 1024, iters = 20;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--ranks-per-node"))
+            rpn = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--rows"))
+            rows = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--width"))
+            width = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--iters"))
+            iters = atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "bench_a2a: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (rows < 0 || width < 1 || iters < 1 || rpn < 0) {
+        fprintf(stderr, "bench_a2a: need rows >= 0, width >= 1, iters >= 1, ranks-per-node >= 0\n");
+        return 2;
+    }
+    dist_init(&argc, &argv);
+    int P;
+    {
+        dist_comm *w = dist_comm_world(rpn);
+        P = dist_size(w);
+        dist_comm_free(w);
+    }
+    dist_layout L;
+    if (dist_layout_init(&L, 2 * P, P, rpn) != 0) {  // EP = P: one EP group, 2 experts each
+        fprintf(stderr, "bench_a2a: layout\n");
+        dist_abort(2);
+    }
+    dist_comm *c = L.ep_comm;
+    int n = dist_size(c);
+    int *counts = malloc(sizeof(int) * n);
+    for (int j = 0; j < n; j++) counts[j] = rows / n + (j < rows % n);
+    size_t total = (size_t)rows;
+    float *send = malloc(sizeof(float) * (total ? total : 1) * width);
+    float *recv = malloc(sizeof(float) * (total ? total : 1) * width);
+    for (size_t i = 0; i < total * width; i++) send[i] = (float)(i % 1000) * 1e-3f;
+
+    if (L.world_rank == 0)
+        printf(
+            "bench_a2a: backend %s, P=%d, EP=%d, %d node(s) of <=%d ranks, %d rows x %d floats "
+            "(%.1f MB) sent per rank, %d iterations\n",
+            dist_backend(), P, L.ep, L.n_nodes, rpn ? rpn : P, rows, width, total * width * 4 / 1e6,
+            iters);
+    struct {
+        enum dist_a2a_algo algo;
+        int chunks;
+        const char *name;
+    } cases[] = {{DIST_A2A_FLAT, 1, "flat"},
+                 {DIST_A2A_HIER, 1, "hierarchical"},
+                 {DIST_A2A_FLAT, 4, "flat, 4 chunks"},
+                 {DIST_A2A_HIER, 4, "hierarchical, 4 chunks"}};
+    result res[4];
+    for (int i = 0; i < 4; i++)
+        res[i] = measure(c, cases[i].algo, cases[i].chunks, send, counts, recv, width, iters);
+    if (L.world_rank == 0) {
+        printf("%-24s %10s %10s %12s %12s %10s\n", "exchange (sum of ranks)", "inter msgs",
+               "intra msgs", "inter MB", "intra MB", "time ms");
+        for (int i = 0; i < 4; i++)
+            printf("%-24s %10lld %10lld %12.2f %12.2f %10.2f\n", cases[i].name,
+                   (long long)res[i].v[0], (long long)res[i].v[1], res[i].v[2] / 1e6,
+                   res[i].v[3] / 1e6, res[i].ms);
+        if (res[1].v[0] > 0)
+            printf(
+                "hierarchical / flat: inter-node messages %.2fx, inter-node bytes %.2fx, "
+                "intra-node bytes %.2fx, time %.2fx\n",
+                (double)res[1].v[0] / res[0].v[0], (double)res[1].v[2] / res[0].v[2],
+                res[0].v[3] ? (double)res[1].v[3] / res[0].v[3] : 0.0, res[1].ms / res[0].ms);
+    }
+    free(counts);
+    free(send);
+    free(recv);
+    dist_layout_free(&L);
+    dist_finalize();
+    return 0;
+}
