@@ -33,3 +33,4 @@ asan: setup-test
 
 clean:
 	rm -rf $(BUILD) build-asan
+include fuzz.mk

@@ -37,7 +37,7 @@ typedef struct {
 } small_slot;
 
 typedef struct {
-    uint32_t rank, pos, left, right;
+    uint32_t rank, pos, left, right, result;
 } heap_entry;
 
 struct bpe_encoder {
@@ -131,8 +131,9 @@ static heap_entry heap_pop(heap_entry *h, size_t *n) {
 static void push_pair(bpe_encoder *e, size_t *hn, uint32_t pos) {
     uint32_t nx = e->next[pos];
     if (nx == UINT32_MAX) return;
-    const bpe_merge_slot *m = bpe_merge_find(e->tok, e->sym[pos], e->sym[nx]);
-    if (m) heap_push(e->heap, hn, (heap_entry){m->rank, pos, e->sym[pos], e->sym[nx]});
+    uint32_t rank, result;
+    if (bpe_merge_find(e->tok, e->sym[pos], e->sym[nx], &rank, &result))
+        heap_push(e->heap, hn, (heap_entry){rank, pos, e->sym[pos], e->sym[nx], result});
 }
 
 void bpe_merge_word(bpe_encoder *e, const uint8_t *word, size_t len, bpe_ids *out) {
@@ -157,7 +158,7 @@ void bpe_merge_word(bpe_encoder *e, const uint8_t *word, size_t len, bpe_ids *ou
             uint32_t i = x.pos, j = next[i];
             // Stale: an earlier merge changed this symbol or its right neighbour.
             if (sym[i] != x.left || j == UINT32_MAX || sym[j] != x.right) continue;
-            sym[i] = bpe_merge_find(t, x.left, x.right)->result;
+            sym[i] = x.result;
             sym[j] = UINT32_MAX;
             next[i] = next[j];
             if (next[j] != UINT32_MAX) prev[next[j]] = i;

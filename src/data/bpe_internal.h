@@ -71,8 +71,14 @@ struct bpe_tokenizer {
     uint64_t *offset;
     bpe_merge *merges;       // by rank
     int merge_count;
-    bpe_merge_slot *table;   // open addressing on (left, right)
+    // Merge lookup, open addressing on (left, right). Encoding probes it for every
+    // adjacent pair of an uncached word, so its size in cache matters: vocabularies
+    // up to 65,536 (GPT-2's) use 8-byte slots, key << 32 | rank << 16 | result with
+    // key = left << 16 | right; larger ones 16-byte bpe_merge_slot entries.
+    uint64_t *compact;       // UINT64_MAX marks an empty slot
+    bpe_merge_slot *table;
     uint64_t table_mask;
+    int table_shift;         // 64 - log2(slots): the hash's top bits pick the slot
 };
 
 // Builds a tokenizer from every token's bytes (concatenated, with vocab_size+1 offsets)
@@ -99,13 +105,36 @@ static inline uint64_t bpe_mix64(uint64_t x) {
     return x;
 }
 
-// The merge of (left, right), or NULL.
-static inline const bpe_merge_slot *bpe_merge_find(const bpe_tokenizer *t, uint32_t left, uint32_t right) {
+// Fibonacci hashing: the multiply spreads the key into the top bits.
+static inline uint64_t bpe_pair_slot(const bpe_tokenizer *t, uint64_t key) {
+    return (key * 0x9E3779B97F4A7C15ULL) >> t->table_shift;
+}
+
+// Whether (left, right) merges; if so its rank and the token it makes.
+static inline int bpe_merge_find(const bpe_tokenizer *t, uint32_t left, uint32_t right, uint32_t *rank,
+                                 uint32_t *result) {
+    if (t->compact) {
+        if ((left | right) > 0xFFFF) return 0;
+        uint64_t key = (uint64_t)left << 16 | right;
+        for (uint64_t i = bpe_pair_slot(t, key);; i = (i + 1) & t->table_mask) {
+            uint64_t s = t->compact[i];
+            if (s >> 32 == key) {
+                *rank = (uint32_t)(s >> 16) & 0xFFFF;
+                *result = (uint32_t)s & 0xFFFF;
+                return 1;
+            }
+            if (s == UINT64_MAX) return 0;
+        }
+    }
     uint64_t key = bpe_pair_key(left, right);
-    for (uint64_t i = bpe_mix64(key) & t->table_mask;; i = (i + 1) & t->table_mask) {
+    for (uint64_t i = bpe_pair_slot(t, key);; i = (i + 1) & t->table_mask) {
         const bpe_merge_slot *s = &t->table[i];
-        if (s->pair == key) return s;
-        if (s->pair == UINT64_MAX) return NULL;
+        if (s->pair == key) {
+            *rank = s->rank;
+            *result = s->result;
+            return 1;
+        }
+        if (s->pair == UINT64_MAX) return 0;
     }
 }
 

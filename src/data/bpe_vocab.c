@@ -58,11 +58,20 @@ int bpe_tokenizer_build(bpe_tokenizer **out, int vocab_size, uint8_t *bytes, uin
             rc = bg_error("%s: no token for the byte 0x%02x, so not every text could be encoded", what, b);
             goto done;
         }
-    uint64_t cap = 16;
-    while (cap < (uint64_t)merge_count * 2) cap *= 2;
-    t->table = bg_malloc(cap * sizeof *t->table);
+    // Load factor at most 1/2: lookups of pairs that do not merge (most of them) end
+    // at the first empty slot.
+    int bits = 4;
+    while (((uint64_t)1 << bits) < (uint64_t)merge_count * 2) bits++;
+    uint64_t cap = (uint64_t)1 << bits;
     t->table_mask = cap - 1;
-    for (uint64_t i = 0; i < cap; i++) t->table[i].pair = UINT64_MAX;
+    t->table_shift = 64 - bits;
+    if (vocab_size <= 65536) {
+        t->compact = bg_malloc(cap * sizeof *t->compact);
+        for (uint64_t i = 0; i < cap; i++) t->compact[i] = UINT64_MAX;
+    } else {
+        t->table = bg_malloc(cap * sizeof *t->table);
+        for (uint64_t i = 0; i < cap; i++) t->table[i].pair = UINT64_MAX;
+    }
     for (int r = 0; r < merge_count; r++) {
         bpe_merge m = merges[r];
         uint32_t v = (uint32_t)vocab_size;
@@ -77,14 +86,22 @@ int bpe_tokenizer_build(bpe_tokenizer **out, int vocab_size, uint8_t *bytes, uin
             rc = bg_error("%s: merge %d does not produce the concatenation of its two tokens", what, r + 1);
             goto done;
         }
-        uint64_t key = bpe_pair_key(m.left, m.right);
-        uint64_t i = bpe_mix64(key) & t->table_mask;
-        while (t->table[i].pair != UINT64_MAX && t->table[i].pair != key) i = (i + 1) & t->table_mask;
-        if (t->table[i].pair == key) {
-            rc = bg_error("%s: merge %d repeats merge %u", what, r + 1, t->table[i].rank + 1);
+        uint32_t earlier, unused;
+        if (bpe_merge_find(t, m.left, m.right, &earlier, &unused)) {
+            rc = bg_error("%s: merge %d repeats merge %u", what, r + 1, earlier + 1);
             goto done;
         }
-        t->table[i] = (bpe_merge_slot){key, (uint32_t)r, m.result};
+        if (t->compact) {
+            uint64_t key = (uint64_t)m.left << 16 | m.right;
+            uint64_t i = bpe_pair_slot(t, key);
+            while (t->compact[i] != UINT64_MAX) i = (i + 1) & t->table_mask;
+            t->compact[i] = key << 32 | (uint64_t)r << 16 | m.result;
+        } else {
+            uint64_t key = bpe_pair_key(m.left, m.right);
+            uint64_t i = bpe_pair_slot(t, key);
+            while (t->table[i].pair != UINT64_MAX) i = (i + 1) & t->table_mask;
+            t->table[i] = (bpe_merge_slot){key, (uint32_t)r, m.result};
+        }
     }
 done:
     if (rc != BG_OK) {
@@ -101,6 +118,7 @@ void bpe_free(bpe_tokenizer *t) {
     free(t->offset);
     free(t->merges);
     free(t->table);
+    free(t->compact);
     free(t);
 }
 

@@ -19,8 +19,9 @@ static size_t naive_merge(const bpe_tokenizer *t, const uint8_t *w, size_t n, ui
     for (;;) {
         uint32_t best = UINT32_MAX, left = 0, right = 0, result = 0;
         for (size_t i = 0; i + 1 < n; i++) {
-            const bpe_merge_slot *m = bpe_merge_find(t, out[i], out[i + 1]);
-            if (m && m->rank < best) best = m->rank, left = out[i], right = out[i + 1], result = m->result;
+            uint32_t rank, res;
+            if (bpe_merge_find(t, out[i], out[i + 1], &rank, &res) && rank < best)
+                best = rank, left = out[i], right = out[i + 1], result = res;
         }
         if (best == UINT32_MAX) return n;
         size_t k = 0;
