@@ -1,22 +1,45 @@
 #include "model/model.h"
 #include "core/error.h"
+#include "dist/dist.h"
 #include "kernels/kernels.h"
+#include "train/grad_norm.h"
 
+#include <math.h>
 #include <string.h>
 
 void model_init(model *m, const model_config *cfg, uint64_t seed) {
+    model_init_parallel(m, cfg, seed, NULL);
+}
+
+void model_init_parallel(model *m, const model_config *cfg, uint64_t seed,
+                         const model_parallel *par) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
-    param_table_build(&m->table, cfg);
+    m->par = par;
+    m->first_expert = 0;
+    m->n_experts = cfg->num_local_experts;
+    if (par) {
+        const dist_layout *L = par->layout;
+        m->moe_par = (moe_parallel){.ep_comm = L->ep_comm, .stats_comm = L->world,
+                                    .ep_size = L->ep, .ep_rank = L->ep_rank,
+                                    .a2a_algo = par->a2a_algo};
+        if (cfg->num_local_experts > 0) {
+            BG_ASSERT(cfg->num_local_experts % L->ep == 0);
+            m->n_experts = cfg->num_local_experts / L->ep;
+            m->first_expert = L->ep_rank * m->n_experts;
+        }
+    }
+    param_table_build_local(&m->table, cfg, m->first_expert, m->n_experts);
     m->params = bg_aligned_alloc(m->table.numel * sizeof(float));
     m->grads = bg_aligned_alloc(m->table.numel * sizeof(float));
     memset(m->grads, 0, m->table.numel * sizeof(float));
-    model_params_bind(&m->w, cfg, m->params);
-    model_params_bind(&m->g, cfg, m->grads);
+    model_params_bind_local(&m->w, cfg, m->params, m->first_expert, m->n_experts);
+    model_params_bind_local(&m->g, cfg, m->grads, m->first_expert, m->n_experts);
     param_table_init_values(&m->table, cfg, m->params, seed);
 }
 
-static moe_shape layer_moe_shape(const model_config *c) {
+static moe_shape layer_moe_shape(const model *m) {
+    const model_config *c = &m->cfg;
     moe_shape s = {
         .C = c->hidden_size,
         .E = c->num_local_experts,
@@ -27,17 +50,19 @@ static moe_shape layer_moe_shape(const model_config *c) {
         .norm_topk_prob = c->norm_topk_prob,
         .aux_coef = c->router_aux_loss_coef,
         .z_coef = c->router_z_loss_coef,
+        .par = m->par ? &m->moe_par : NULL,
     };
     return s;
 }
 
 // One layout routine for measuring (arena capacity 0) and for real.
-static void acts_layout(model_acts *a, bg_arena *ar, const model_config *c, int B, int T) {
+static void acts_layout(model_acts *a, bg_arena *ar, const model *m, int B, int T) {
+    const model_config *c = &m->cfg;
     int N = B * T, C = c->hidden_size, V = c->vocab_size, NH = c->num_attention_heads;
     int hs = C / NH, L = c->num_hidden_layers;
     int Fd = c->intermediate_size, Ud = ffn_in_rows(c->hidden_act, Fd);
     size_t NC = (size_t)N * C, att = (size_t)B * NH * T * T;
-    moe_shape ms = layer_moe_shape(c);
+    moe_shape ms = layer_moe_shape(m);
     a->B = B, a->T = T, a->N = N;
     for (int l = 0; l < L; l++) {
         layer_acts *la = &a->layers[l];
@@ -94,9 +119,9 @@ void model_prepare(model *m, int B, int T) {
     m->acts.layers = bg_calloc((size_t)c->num_hidden_layers, sizeof(layer_acts));
     bg_arena measure;
     bg_arena_init(&measure, 0);
-    acts_layout(&m->acts, &measure, c, B, T);
+    acts_layout(&m->acts, &measure, m, B, T);
     bg_arena_init(&m->arena, measure.used);
-    acts_layout(&m->acts, &m->arena, c, B, T);
+    acts_layout(&m->acts, &m->arena, m, B, T);
     if (c->position_embedding == POS_ROPE)
         rope_tables(m->acts.rope_cos, m->acts.rope_sin, T, c->hidden_size / c->num_attention_heads,
                     c->rope_theta);
@@ -131,7 +156,7 @@ void model_forward(model *m, const int *inputs, const int *targets) {
     model_acts *a = &m->acts;
     int B = a->B, T = a->T, N = a->N, C = c->hidden_size, V = c->vocab_size;
     int NH = c->num_attention_heads, L = c->num_hidden_layers;
-    moe_shape ms = layer_moe_shape(c);
+    moe_shape ms = layer_moe_shape(m);
     memcpy(a->inputs, inputs, sizeof(int) * N);
 
     embedding_forward(a->layers[0].x, inputs, m->w.wte, m->w.wpe, N, T, C);
@@ -175,7 +200,8 @@ void model_forward(model *m, const int *inputs, const int *targets) {
     crossentropy_forward(a->losses, a->lse, a->logits, targets, N, V);
     double sum = 0;  // summed in double, in token order: deterministic and exact enough
     for (int i = 0; i < N; i++) sum += a->losses[i];
-    m->loss = sum / N;
+    if (m->par) dist_allreduce_sum_f64(m->par->layout->world, &sum, 1);
+    m->loss = sum / ((double)N * (m->par ? m->par->layout->world_size : 1));
     m->objective = m->loss + objective_router;
 }
 
@@ -187,10 +213,13 @@ void model_backward(model *m) {
     int B = a->B, T = a->T, N = a->N, C = c->hidden_size, V = c->vocab_size;
     int NH = c->num_attention_heads, L = c->num_hidden_layers;
     size_t NC = (size_t)N * C;
-    moe_shape ms = layer_moe_shape(c);
+    moe_shape ms = layer_moe_shape(m);
+    // The objective averages over the global batch: each rank's share of tokens
+    // enters with 1/(N·P), and model_reduce_grads sums the shares.
+    float scale = 1.0f / ((float)N * (m->par ? m->par->layout->world_size : 1));
 
     // LM head and final norm; dlogits overwrite the logits in place.
-    crossentropy_backward(a->logits, a->logits, a->lse, a->targets, 1.0f / N, N, V);
+    crossentropy_backward(a->logits, a->logits, a->lse, a->targets, scale, N, V);
     vec_zero(a->d_ln, NC);
     matmul_backward(a->d_ln, m->g.lm_head, a->logits, a->lnf, m->w.lm_head, N, C, V);
     vec_zero(a->d_resid, NC);
@@ -227,9 +256,27 @@ void model_backward(model *m) {
     embedding_backward(m->g.wte, m->g.wpe, a->d_resid, a->inputs, N, T, C);
 }
 
+void model_reduce_grads(model *m) {
+    if (!m->par) return;
+    const dist_layout *L = m->par->layout;
+    size_t dense = m->table.dense_numel, experts = m->table.numel - dense;
+    dist_allreduce_sum_f32(L->world, m->grads, dense);
+    if (experts && L->edp_size > 1) dist_allreduce_sum_f32(L->edp_comm, m->grads + dense, experts);
+}
+
+double model_grad_norm(model *m) {
+    size_t dense = m->table.dense_numel, experts = m->table.numel - dense;
+    double d = grad_global_norm(m->grads, dense), e = grad_global_norm(m->grads + dense, experts);
+    double sq[2] = {d * d, e * e};
+    // Each expert lives on one rank of an expert-parallel group: the group's sum of
+    // expert norms covers all of them once; dense gradients are equal everywhere.
+    if (m->par && m->par->layout->ep > 1) dist_allreduce_sum_f64(m->par->layout->ep_comm, &sq[1], 1);
+    return sqrt(sq[0] + sq[1]);
+}
+
 const int *model_expert_counts(const model *m, int layer) {
     if (!model_layer_is_moe(&m->cfg, layer)) return NULL;
-    return m->acts.layers[layer].moe.counts;
+    return m->acts.layers[layer].moe.counts_global;
 }
 
 double model_flops_per_token(const model_config *c, int T) {

@@ -3,6 +3,7 @@
 // The decoder-only MoE transformer: forward is a straight list of layer calls,
 // backward the same list reversed.
 #include "core/arena.h"
+#include "dist/dist.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "moe/moe_layer.h"
@@ -39,8 +40,20 @@ typedef struct {
     moe_scratch moe_scr;
 } model_acts;
 
+// Data + expert parallelism (BaGuaLu's hybrid). Every rank of `world` holds all
+// dense parameters and reads its own N tokens of the global batch; the ep_size
+// ranks of an expert-parallel group hold all experts between them; expert
+// gradients reduce over the edp ranks holding the same experts. NULL: one process.
+typedef struct {
+    dist_layout *layout;
+    int a2a_algo;               // enum dist_a2a_algo
+} model_parallel;
+
 typedef struct {
     model_config cfg;
+    const model_parallel *par;  // NULL: one process
+    moe_parallel moe_par;       // the MoE layers' view of par
+    int first_expert, n_experts;  // routed experts held here (all of them on one process)
     param_table table;
     float *params;              // the one parameter block
     float *grads;               // mirrors params
@@ -48,7 +61,7 @@ typedef struct {
     bg_arena arena;             // all activations for (B,T)
     model_acts acts;
     // results of the last forward
-    double loss;                // mean cross-entropy
+    double loss;                // mean cross-entropy (over the global batch)
     double aux_loss;            // mean over MoE layers of the unscaled Switch aux loss
     double z_loss;              // mean over MoE layers of the unscaled z-loss
     double objective;           // loss + Σ_layers (aux_coef·aux + z_coef·z): what backward differentiates
@@ -56,6 +69,10 @@ typedef struct {
 
 // Allocates the parameter and gradient blocks and initializes parameters from seed.
 void model_init(model *m, const model_config *cfg, uint64_t seed);
+// The same for one rank of a parallel layout (par NULL: model_init). Initial values
+// equal those of the one-process model, tensor by tensor.
+void model_init_parallel(model *m, const model_config *cfg, uint64_t seed,
+                         const model_parallel *par);
 // Lays out the activation arena for batches of (B,T); T <= max_position_embeddings.
 void model_prepare(model *m, int B, int T);
 void model_free(model *m);
@@ -64,8 +81,13 @@ void model_free(model *m);
 // targets may be NULL: logits only (no loss).
 void model_forward(model *m, const int *inputs, const int *targets);
 void model_zero_grad(model *m);
-// Accumulates d(objective)/d(params) into m->grads.
+// Accumulates d(objective)/d(params) into m->grads (this rank's tokens' part).
 void model_backward(model *m);
+// Sums gradients across ranks: dense over every rank, experts over their replicas
+// (nothing on one process). After it every rank holds the global batch's gradient.
+void model_reduce_grads(model *m);
+// Global L2 norm of the (reduced) gradient, the same on every rank.
+double model_grad_norm(model *m);
 // Routed tokens per expert for MoE layer `layer` in the last forward (NULL if dense).
 const int *model_expert_counts(const model *m, int layer);
 // FLOPs of one training step per token: 6·(active matmul params) + attention.

@@ -8,19 +8,27 @@
 
 // Walks the model's tensors in block order. With `t` it records the table; with
 // `v` and `block` it binds views. One walk keeps names, offsets and views in step.
+// The block holds every dense tensor first and the routed experts' tensors last
+// (experts [e0, e0+el) only: a rank holds its share), so gradients reduce in two
+// large contiguous pieces: dense over every rank, experts over their replicas.
 typedef struct {
     param_table *t;
     model_params *v;
     float *block;
     size_t offset;
     int cap;
+    int phase;          // 0: dense tensors, 1: routed-expert tensors
+    int e0, el;         // experts held
+    size_t dense_numel; // offset where phase 1 began
 } walker;
 
-static float *add(walker *w, int layer, int expert, int decay, param_init init, int64_t d0,
-                  int64_t d1, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+static void add(walker *w, float **view, int layer, int expert, int decay, param_init init,
+                int64_t d0, int64_t d1, const char *fmt, ...) __attribute__((format(printf, 9, 10)));
 
-static float *add(walker *w, int layer, int expert, int decay, param_init init, int64_t d0,
-                  int64_t d1, const char *fmt, ...) {
+static void add(walker *w, float **view, int layer, int expert, int decay, param_init init,
+                int64_t d0, int64_t d1, const char *fmt, ...) {
+    if ((expert >= 0) != w->phase) return;
+    if (expert >= 0 && (expert < w->e0 || expert >= w->e0 + w->el)) return;
     size_t numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
     if (w->t) {
         if (w->t->count == w->cap) {
@@ -44,90 +52,102 @@ static float *add(walker *w, int layer, int expert, int decay, param_init init, 
         p->layer = layer;
         p->expert = expert;
     }
-    float *ptr = w->block ? w->block + w->offset : NULL;
+    if (view && w->v) *view = w->block ? w->block + w->offset : NULL;
     w->offset += numel;
-    return ptr;
 }
 
-static void walk(walker *w, const model_config *c) {
+static void walk_phase(walker *w, const model_config *c) {
     int C = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
     int swiglu = c->hidden_act == FFN_SWIGLU, rms = c->norm == NORM_RMSNORM;
-    model_params *v = w->v;
     model_params dummy;
     layer_params dummy_layer;
-    if (!v) v = &dummy;
+    model_params *v = w->v ? w->v : &dummy;
 
-    v->wte = add(w, -1, -1, 0, INIT_NORMAL, V, C, "model.embed_tokens.weight");
-    v->wpe = NULL;
+    add(w, &v->wte, -1, -1, 0, INIT_NORMAL, V, C, "model.embed_tokens.weight");
     if (c->position_embedding == POS_LEARNED)
-        v->wpe = add(w, -1, -1, 0, INIT_NORMAL, c->max_position_embeddings, C,
-                     "model.embed_positions.weight");
+        add(w, &v->wpe, -1, -1, 0, INIT_NORMAL, c->max_position_embeddings, C,
+            "model.embed_positions.weight");
     for (int l = 0; l < L; l++) {
         layer_params *lp = w->v ? &v->layers[l] : &dummy_layer;
-        memset(lp, 0, sizeof *lp);
         const char *pre = "model.layers";
-        lp->ln1_w = add(w, l, -1, 0, INIT_ONES, C, 0, "%s.%d.input_layernorm.weight", pre, l);
-        if (!rms) lp->ln1_b = add(w, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.input_layernorm.bias", pre, l);
+        add(w, &lp->ln1_w, l, -1, 0, INIT_ONES, C, 0, "%s.%d.input_layernorm.weight", pre, l);
+        if (!rms) add(w, &lp->ln1_b, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.input_layernorm.bias", pre, l);
         // q, k, v adjacent: the block holds them as one (3C,C) matrix for one GEMM.
-        lp->qkv_w = add(w, l, -1, 1, INIT_NORMAL, C, C, "%s.%d.self_attn.q_proj.weight", pre, l);
-        add(w, l, -1, 1, INIT_NORMAL, C, C, "%s.%d.self_attn.k_proj.weight", pre, l);
-        add(w, l, -1, 1, INIT_NORMAL, C, C, "%s.%d.self_attn.v_proj.weight", pre, l);
-        lp->o_w = add(w, l, -1, 1, INIT_NORMAL_RESIDUAL, C, C, "%s.%d.self_attn.o_proj.weight", pre, l);
-        lp->ln2_w = add(w, l, -1, 0, INIT_ONES, C, 0, "%s.%d.post_attention_layernorm.weight", pre, l);
+        add(w, &lp->qkv_w, l, -1, 1, INIT_NORMAL, C, C, "%s.%d.self_attn.q_proj.weight", pre, l);
+        add(w, NULL, l, -1, 1, INIT_NORMAL, C, C, "%s.%d.self_attn.k_proj.weight", pre, l);
+        add(w, NULL, l, -1, 1, INIT_NORMAL, C, C, "%s.%d.self_attn.v_proj.weight", pre, l);
+        add(w, &lp->o_w, l, -1, 1, INIT_NORMAL_RESIDUAL, C, C, "%s.%d.self_attn.o_proj.weight", pre, l);
+        add(w, &lp->ln2_w, l, -1, 0, INIT_ONES, C, 0, "%s.%d.post_attention_layernorm.weight", pre, l);
         if (!rms)
-            lp->ln2_b = add(w, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.post_attention_layernorm.bias", pre, l);
+            add(w, &lp->ln2_b, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.post_attention_layernorm.bias", pre, l);
         lp->is_moe = model_layer_is_moe(c, l);
         if (!lp->is_moe) {
             int F = c->intermediate_size;
             // gate and up adjacent: one (2F,C) GEMM gives [gate | up] per token.
             if (swiglu) {
-                lp->ffn_in = add(w, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.mlp.gate_proj.weight", pre, l);
-                add(w, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.mlp.up_proj.weight", pre, l);
+                add(w, &lp->ffn_in, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.mlp.gate_proj.weight", pre, l);
+                add(w, NULL, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.mlp.up_proj.weight", pre, l);
             } else {
-                lp->ffn_in = add(w, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.mlp.up_proj.weight", pre, l);
+                add(w, &lp->ffn_in, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.mlp.up_proj.weight", pre, l);
             }
-            lp->ffn_out = add(w, l, -1, 1, INIT_NORMAL_RESIDUAL, C, F, "%s.%d.mlp.down_proj.weight", pre, l);
+            add(w, &lp->ffn_out, l, -1, 1, INIT_NORMAL_RESIDUAL, C, F, "%s.%d.mlp.down_proj.weight", pre, l);
             continue;
         }
         int E = c->num_local_experts, F = c->moe_intermediate_size, S = c->num_shared_experts;
         const char *moe = "block_sparse_moe";
-        lp->moe.gate = add(w, l, -1, 1, INIT_NORMAL, E, C, "%s.%d.%s.gate.weight", pre, l, moe);
-        // All experts' input projections, then all output projections: expert e's
-        // rows are w_in + e*U*C, as moe/ expects.
+        add(w, &lp->moe.gate, l, -1, 1, INIT_NORMAL, E, C, "%s.%d.%s.gate.weight", pre, l, moe);
+        // The held experts' input projections, then their output projections: local
+        // expert j's rows are w_in + j*U*C, as moe/ expects.
         for (int e = 0; e < E; e++) {
-            float *p = add(w, l, e, 1, INIT_NORMAL, F, C, "%s.%d.%s.experts.%d.w1.weight", pre, l, moe, e);
-            if (e == 0) lp->moe.w_in = p;
-            if (swiglu) add(w, l, e, 1, INIT_NORMAL, F, C, "%s.%d.%s.experts.%d.w3.weight", pre, l, moe, e);
+            float **first = e == w->e0 ? &lp->moe.w_in : NULL;
+            add(w, first, l, e, 1, INIT_NORMAL, F, C, "%s.%d.%s.experts.%d.w1.weight", pre, l, moe, e);
+            if (swiglu) add(w, NULL, l, e, 1, INIT_NORMAL, F, C, "%s.%d.%s.experts.%d.w3.weight", pre, l, moe, e);
         }
         for (int e = 0; e < E; e++) {
-            float *p = add(w, l, e, 1, INIT_NORMAL_RESIDUAL, C, F, "%s.%d.%s.experts.%d.w2.weight",
-                           pre, l, moe, e);
-            if (e == 0) lp->moe.w_out = p;
+            float **first = e == w->e0 ? &lp->moe.w_out : NULL;
+            add(w, first, l, e, 1, INIT_NORMAL_RESIDUAL, C, F, "%s.%d.%s.experts.%d.w2.weight", pre,
+                l, moe, e);
         }
-        lp->moe.shared_in = lp->moe.shared_out = NULL;
         for (int s = 0; s < S; s++) {
-            float *p = add(w, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.%s.shared_experts.%d.w1.weight", pre, l, moe, s);
-            if (s == 0) lp->moe.shared_in = p;
+            add(w, s == 0 ? &lp->moe.shared_in : NULL, l, -1, 1, INIT_NORMAL, F, C,
+                "%s.%d.%s.shared_experts.%d.w1.weight", pre, l, moe, s);
             if (swiglu)
-                add(w, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.%s.shared_experts.%d.w3.weight", pre, l, moe, s);
+                add(w, NULL, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.%s.shared_experts.%d.w3.weight", pre, l, moe, s);
         }
-        for (int s = 0; s < S; s++) {
-            float *p = add(w, l, -1, 1, INIT_NORMAL_RESIDUAL, C, F,
-                           "%s.%d.%s.shared_experts.%d.w2.weight", pre, l, moe, s);
-            if (s == 0) lp->moe.shared_out = p;
-        }
+        for (int s = 0; s < S; s++)
+            add(w, s == 0 ? &lp->moe.shared_out : NULL, l, -1, 1, INIT_NORMAL_RESIDUAL, C, F,
+                "%s.%d.%s.shared_experts.%d.w2.weight", pre, l, moe, s);
     }
-    v->lnf_w = add(w, -1, -1, 0, INIT_ONES, C, 0, "model.norm.weight");
-    v->lnf_b = rms ? NULL : add(w, -1, -1, 0, INIT_ZEROS, C, 0, "model.norm.bias");
-    v->lm_head = c->tie_word_embeddings ? v->wte
-                                        : add(w, -1, -1, 1, INIT_NORMAL, V, C, "lm_head.weight");
+    add(w, &v->lnf_w, -1, -1, 0, INIT_ONES, C, 0, "model.norm.weight");
+    if (!rms) add(w, &v->lnf_b, -1, -1, 0, INIT_ZEROS, C, 0, "model.norm.bias");
+    if (c->tie_word_embeddings) {
+        if (w->phase == 0) v->lm_head = v->wte;
+    } else {
+        add(w, &v->lm_head, -1, -1, 1, INIT_NORMAL, V, C, "lm_head.weight");
+    }
+}
+
+static void walk(walker *w, const model_config *c, int e0, int el) {
+    w->e0 = e0;
+    w->el = el;
+    w->phase = 0;
+    walk_phase(w, c);
+    w->dense_numel = w->offset;
+    w->phase = 1;
+    walk_phase(w, c);
 }
 
 void param_table_build(param_table *t, const model_config *cfg) {
+    param_table_build_local(t, cfg, 0, cfg->num_local_experts);
+}
+
+void param_table_build_local(param_table *t, const model_config *cfg, int first_expert,
+                             int n_experts) {
     memset(t, 0, sizeof *t);
     walker w = {.t = t};
-    walk(&w, cfg);
+    walk(&w, cfg, first_expert, n_experts);
     t->numel = w.offset;
+    t->dense_numel = w.dense_numel;
 }
 
 void param_table_free(param_table *t) {
@@ -142,9 +162,15 @@ const param_tensor *param_table_find(const param_table *t, const char *name) {
 }
 
 void model_params_bind(model_params *v, const model_config *cfg, float *block) {
+    model_params_bind_local(v, cfg, block, 0, cfg->num_local_experts);
+}
+
+void model_params_bind_local(model_params *v, const model_config *cfg, float *block,
+                             int first_expert, int n_experts) {
+    memset(v, 0, sizeof *v);
     v->layers = bg_calloc((size_t)cfg->num_hidden_layers, sizeof(layer_params));
     walker w = {.v = v, .block = block};
-    walk(&w, cfg);
+    walk(&w, cfg, first_expert, n_experts);
 }
 
 void model_params_free(model_params *v) {
@@ -152,10 +178,17 @@ void model_params_free(model_params *v) {
     v->layers = NULL;
 }
 
+// FNV-1a: a tensor's random stream is named by the tensor, so a rank holding a few
+// experts draws exactly the values a single process holding all of them would.
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 void param_table_init_values(const param_table *t, const model_config *cfg, float *block,
                              uint64_t seed) {
     bg_rng rng;
-    bg_rng_seed(&rng, seed);
     float std = cfg->initializer_range;
     // GPT-2's scaled init: projections that write into the residual stream are
     // shrunk by 1/sqrt(2L) so the stream's variance does not grow with depth.
@@ -163,6 +196,7 @@ void param_table_init_values(const param_table *t, const model_config *cfg, floa
     for (int i = 0; i < t->count; i++) {
         const param_tensor *p = &t->tensors[i];
         float *x = block + p->offset;
+        bg_rng_seed(&rng, seed ^ name_hash(p->name));
         switch (p->init) {
         case INIT_ONES:
             for (size_t j = 0; j < p->numel; j++) x[j] = 1.0f;
@@ -182,7 +216,7 @@ void param_table_init_values(const param_table *t, const model_config *cfg, floa
 
 size_t model_param_count(const model_config *cfg) {
     walker w = {0};
-    walk(&w, cfg);
+    walk(&w, cfg, 0, cfg->num_local_experts);
     return w.offset;
 }
 

@@ -48,15 +48,24 @@ typedef struct {
     param_tensor *tensors;
     int count;
     size_t numel;               // total elements of the block
+    size_t dense_numel;         // [0, dense_numel): tensors every rank holds; the rest:
+                                // routed experts (only this rank's share of them)
 } param_table;
 
 void param_table_build(param_table *t, const model_config *cfg);
+// The table of a rank holding routed experts [first_expert, first_expert+n_experts)
+// of every MoE layer (names keep global expert ids).
+void param_table_build_local(param_table *t, const model_config *cfg, int first_expert,
+                             int n_experts);
 void param_table_free(param_table *t);
 const param_tensor *param_table_find(const param_table *t, const char *name);
 // Points every view of `v` into `block` (parameters, gradients, or optimizer state).
 void model_params_bind(model_params *v, const model_config *cfg, float *block);
+void model_params_bind_local(model_params *v, const model_config *cfg, float *block,
+                             int first_expert, int n_experts);
 void model_params_free(model_params *v);
-// Fills the block from the seed, deterministically, tensor by tensor in table order.
+// Fills the block from the seed, deterministically: each tensor from its own stream
+// keyed by (seed, name), so values do not depend on which tensors a rank holds.
 void param_table_init_values(const param_table *t, const model_config *cfg, float *block,
                              uint64_t seed);
 

@@ -4,15 +4,27 @@
 
 #include "core/error.h"
 #include "kernels/kernels.h"
+#include "dist/dist.h"
 #include "moe/dispatch.h"
+#include "moe/exchange.h"
 #include "moe/experts.h"
 #include "moe/router.h"
 
 #include <stddef.h>
 
+// Rows the experts of this rank may see: N·k on one process; with expert
+// parallelism every source rank may send each token's rows for up to min(k, El)
+// local experts.
+static size_t expert_rows_cap(const moe_shape *s, int N) {
+    if (!s->par) return (size_t)N * s->k;
+    int El = moe_local_experts(s), per_token = s->k < El ? s->k : El;
+    return (size_t)N * per_token * s->par->ep_size;
+}
+
 void moe_acts_layout(moe_acts *acts, bg_arena *arena, const moe_shape *s, int N) {
     size_t n = (size_t)N, NK = n * s->k, E = (size_t)s->E, C = (size_t)s->C;
     size_t F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F), S = (size_t)s->S;
+    size_t cap = expert_rows_cap(s, N), El = (size_t)moe_local_experts(s);
     acts->logits = BG_ARENA_NEW(arena, float, n * E);
     acts->probs = BG_ARENA_NEW(arena, float, n * E);
     acts->lse = BG_ARENA_NEW(arena, float, n);
@@ -24,19 +36,38 @@ void moe_acts_layout(moe_acts *acts, bg_arena *arena, const moe_shape *s, int N)
     acts->token_of = BG_ARENA_NEW(arena, int, NK);
     // Dropless: exactly N·k permuted rows, whatever the routing.
     acts->x_perm = BG_ARENA_NEW(arena, float, NK * C);
-    acts->h = BG_ARENA_NEW(arena, float, NK * U);
-    acts->a = BG_ARENA_NEW(arena, float, NK * F);
+    acts->h = BG_ARENA_NEW(arena, float, cap * U);
+    acts->a = BG_ARENA_NEW(arena, float, cap * F);
     acts->y_perm = BG_ARENA_NEW(arena, float, NK * C);
     acts->sh_h = S ? BG_ARENA_NEW(arena, float, S * n * U) : NULL;
     acts->sh_a = S ? BG_ARENA_NEW(arena, float, S * n * F) : NULL;
     acts->aux_loss = 0.0;
     acts->z_loss = 0.0;
+    acts->counts_global = BG_ARENA_NEW(arena, int, E);
+    acts->stats = BG_ARENA_NEW(arena, double, 2 * E + 1);
+    acts->n_tokens = 0;
+    acts->recv_counts = acts->send_rows = acts->recv_rows = NULL;
+    acts->local_offsets = acts->recv_to_local = NULL;
+    acts->x_recv = acts->x_local = acts->y_local = NULL;
+    acts->rows_local = 0;
+    if (s->par) {
+        size_t P = (size_t)s->par->ep_size;
+        acts->recv_counts = BG_ARENA_NEW(arena, int, P * El);
+        acts->send_rows = BG_ARENA_NEW(arena, int, P);
+        acts->recv_rows = BG_ARENA_NEW(arena, int, P);
+        acts->local_offsets = BG_ARENA_NEW(arena, int, El + 1);
+        acts->recv_to_local = BG_ARENA_NEW(arena, int, cap);
+        acts->x_recv = BG_ARENA_NEW(arena, float, cap * C);
+        acts->x_local = BG_ARENA_NEW(arena, float, cap * C);
+        acts->y_local = BG_ARENA_NEW(arena, float, cap * C);
+    }
 }
 
 void moe_scratch_layout(moe_scratch *scr, bg_arena *arena, const moe_shape *s, int N) {
     size_t n = (size_t)N, NK = n * s->k, E = (size_t)s->E, C = (size_t)s->C;
     size_t F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F);
-    size_t rows = NK > n ? NK : n;  // dh / da serve the routed experts and the shared ones
+    size_t cap = expert_rows_cap(s, N);
+    size_t rows = cap > n ? cap : n;  // dh / da serve the routed experts and the shared ones
     scr->dy_perm = BG_ARENA_NEW(arena, float, NK * C);
     scr->dx_perm = BG_ARENA_NEW(arena, float, NK * C);
     scr->dh = BG_ARENA_NEW(arena, float, rows * U);
@@ -44,6 +75,26 @@ void moe_scratch_layout(moe_scratch *scr, bg_arena *arena, const moe_shape *s, i
     scr->dlogits = BG_ARENA_NEW(arena, float, n * E);
     scr->dprobs = BG_ARENA_NEW(arena, float, n * E);
     scr->dtopk_w = BG_ARENA_NEW(arena, float, NK);
+    scr->ex_a = s->par ? BG_ARENA_NEW(arena, float, cap * C) : NULL;
+    scr->ex_b = s->par ? BG_ARENA_NEW(arena, float, cap * C) : NULL;
+}
+
+// Balance statistics of the whole batch: this rank's probability sums, counts and
+// Σ lse² in one buffer, summed over every rank of the batch in one all-reduce
+// (a fixed rank order, so the result is the same bits on every rank).
+static void balance_statistics(moe_acts *acts, const moe_shape *s, int N) {
+    const int E = s->E;
+    double *st = acts->stats;
+    moe_router_stat_sums(st, &st[2 * E], acts->probs, acts->lse, N, E);
+    for (int i = 0; i < E; i++) st[E + i] = acts->counts[i];
+    acts->n_tokens = N;
+    if (s->par) {
+        dist_allreduce_sum_f64(s->par->stats_comm, st, 2 * (size_t)E + 1);
+        acts->n_tokens = (double)N * dist_size(s->par->stats_comm);
+    }
+    for (int i = 0; i < E; i++) acts->counts_global[i] = (int)st[E + i];
+    moe_router_losses_from_sums(&acts->aux_loss, &acts->z_loss, st, st[2 * E],
+                                acts->counts_global, acts->n_tokens, E, s->k);
 }
 
 void moe_forward(float *out, moe_acts *acts, const float *inp, const moe_params *p,
@@ -56,8 +107,7 @@ void moe_forward(float *out, moe_acts *acts, const float *inp, const moe_params 
                        inp, p->gate, N, C, E, k, s->norm_topk_prob);
     moe_dispatch_plan(acts->counts, acts->offsets, acts->row_of, acts->token_of,
                       acts->topk_idx, N, E, k);
-    moe_router_balance_losses(&acts->aux_loss, &acts->z_loss, acts->probs, acts->lse,
-                              acts->counts, N, E, k);
+    balance_statistics(acts, s, N);
 
     // Shared experts first, straight into out: y_perm is not filled yet, so it can hold
     // the second and later shared outputs (N rows <= N·k rows) and no extra buffer is
@@ -72,8 +122,19 @@ void moe_forward(float *out, moe_acts *acts, const float *inp, const moe_params 
     }
 
     moe_permute_forward(acts->x_perm, inp, acts->token_of, N * k, C);
-    moe_experts_forward(acts->y_perm, acts->h, acts->a, acts->x_perm, p->w_in, p->w_out,
-                        acts->offsets, E, C, F, s->act);
+    if (!s->par) {
+        moe_experts_forward(acts->y_perm, acts->h, acts->a, acts->x_perm, p->w_in, p->w_out,
+                            acts->offsets, E, C, F, s->act);
+    } else {
+        // rows to their experts' ranks, the local experts, and back
+        moe_exchange_plan(acts, s);
+        moe_exchange_to_experts(acts->x_recv, acts->x_perm, acts, s);
+        moe_rows_recv_to_local(acts->x_local, acts->x_recv, acts, C);
+        moe_experts_forward(acts->y_local, acts->h, acts->a, acts->x_local, p->w_in, p->w_out,
+                            acts->local_offsets, moe_local_experts(s), C, F, s->act);
+        moe_rows_local_to_recv(acts->x_recv, acts->y_local, acts, C);
+        moe_exchange_from_experts(acts->y_perm, acts->x_recv, acts, s);
+    }
     moe_combine_forward(out, acts->y_perm, acts->topk_w, acts->row_of, N, k, C);
 }
 
@@ -93,12 +154,26 @@ void moe_backward(float *dinp, moe_params *grads, moe_scratch *scr, const float 
 
     moe_combine_backward(scr->dy_perm, scr->dtopk_w, dout, acts->y_perm, acts->topk_w,
                          acts->row_of, N, k, C);
-    vec_zero(scr->dx_perm, n * k * C);  // the experts accumulate into it
-    moe_experts_backward(scr->dx_perm, grads->w_in, grads->w_out, scr->da, scr->dh,
-                         scr->dy_perm, acts->x_perm, acts->h, acts->a, p->w_in, p->w_out,
-                         acts->offsets, E, C, F, s->act);
+    if (!s->par) {
+        vec_zero(scr->dx_perm, n * k * C);  // the experts accumulate into it
+        moe_experts_backward(scr->dx_perm, grads->w_in, grads->w_out, scr->da, scr->dh,
+                             scr->dy_perm, acts->x_perm, acts->h, acts->a, p->w_in, p->w_out,
+                             acts->offsets, E, C, F, s->act);
+    } else {
+        // the forward's trips in reverse: gradients to the experts' ranks and back
+        const int R = acts->rows_local;
+        moe_exchange_to_experts(scr->ex_a, scr->dy_perm, acts, s);
+        moe_rows_recv_to_local(scr->ex_b, scr->ex_a, acts, C);
+        vec_zero(scr->ex_a, (size_t)R * C);
+        moe_experts_backward(scr->ex_a, grads->w_in, grads->w_out, scr->da, scr->dh, scr->ex_b,
+                             acts->x_local, acts->h, acts->a, p->w_in, p->w_out,
+                             acts->local_offsets, moe_local_experts(s), C, F, s->act);
+        moe_rows_local_to_recv(scr->ex_b, scr->ex_a, acts, C);
+        moe_exchange_from_experts(scr->dx_perm, scr->ex_b, acts, s);
+    }
     moe_permute_backward(dinp, scr->dx_perm, acts->row_of, N, k, C);
-    moe_router_backward(dinp, grads->gate, scr->dlogits, scr->dprobs, scr->dtopk_w, inp,
-                        p->gate, acts->probs, acts->lse, acts->topk_idx, acts->topk_w,
-                        acts->counts, N, C, E, k, s->norm_topk_prob, s->aux_coef, s->z_coef);
+    moe_router_backward_global(dinp, grads->gate, scr->dlogits, scr->dprobs, scr->dtopk_w, inp,
+                               p->gate, acts->probs, acts->lse, acts->topk_idx, acts->topk_w,
+                               acts->counts_global, acts->n_tokens, N, C, E, k,
+                               s->norm_topk_prob, s->aux_coef, s->z_coef);
 }

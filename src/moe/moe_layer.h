@@ -9,6 +9,19 @@
 #include "core/arena.h"
 #include "moe/ffn.h"
 
+// Expert parallelism (BaGuaLu's layout): the ep_size ranks of ep_comm together hold
+// all E experts, E/ep_size each, rank q the experts [q·E/ep_size, (q+1)·E/ep_size).
+// Tokens go to the rank owning their expert and come back (all-to-all-v); the
+// balance statistics are summed over stats_comm, every rank of the global batch,
+// so the aux and z losses are those of the whole batch whatever the layout.
+struct dist_comm;
+typedef struct {
+    struct dist_comm *ep_comm;
+    struct dist_comm *stats_comm;
+    int ep_size, ep_rank;
+    int a2a_algo;       // enum dist_a2a_algo: flat or hierarchical
+} moe_parallel;
+
 typedef struct {
     int C;              // hidden size
     int E;              // routed experts
@@ -19,13 +32,19 @@ typedef struct {
     int norm_topk_prob; // renormalize the k gate weights to sum to 1
     float aux_coef;     // Switch aux loss coefficient
     float z_coef;       // router z-loss coefficient
+    const moe_parallel *par;  // NULL: one process holds every expert
 } moe_shape;
+
+static inline int moe_local_experts(const moe_shape *s) { return s->par ? s->E / s->par->ep_size : s->E; }
+static inline int moe_first_expert(const moe_shape *s) {
+    return s->par ? s->par->ep_rank * moe_local_experts(s) : 0;
+}
 
 // Views into the parameter block, or into the gradient block (same layout).
 typedef struct {
     float *gate;        // (E,C) router
-    float *w_in;        // (E,U,C) all experts' input projections, expert-major
-    float *w_out;       // (E,C,F)
+    float *w_in;        // (El,U,C) this rank's experts' input projections, expert-major
+    float *w_out;       // (El,C,F)     (El = E, or E/ep_size with expert parallelism)
     float *shared_in;   // (S,U,C), NULL when S == 0
     float *shared_out;  // (S,C,F)
 } moe_params;
@@ -49,6 +68,20 @@ typedef struct {
     float *sh_a;        // (S,N,F)
     double aux_loss;    // E * Σ_i f_i P_i, f_i = count_i/(N k), P_i = mean_t probs[t,i]
     double z_loss;      // mean_t logsumexp(logits_t)²
+    // balance statistics of the whole batch (= counts and N without expert parallelism)
+    int *counts_global; // (E)
+    double n_tokens;
+    double *stats;      // (2E+1) prob sums, counts, Σ lse²: one all-reduce
+    // expert parallelism only (NULL otherwise); R = rows received this step
+    int *recv_counts;   // (ep_size,El) rows from each source rank for each local expert
+    int *send_rows;     // (ep_size)
+    int *recv_rows;     // (ep_size)
+    int *local_offsets; // (El+1) first row of each local expert in x_local
+    int *recv_to_local; // (cap) row of x_local for each received row
+    float *x_recv;      // (cap,C) received rows, source-major; reused for outputs going back
+    float *x_local;     // (cap,C) the same rows, local-expert-major (the experts' input)
+    float *y_local;     // (cap,C) expert outputs, local-expert-major
+    int rows_local;     // R
 } moe_acts;
 
 // Backward workspace, shared by all MoE layers (pointers into the arena).
@@ -60,8 +93,12 @@ typedef struct {
     float *dlogits;     // (N,E)
     float *dprobs;      // (N,E)
     float *dtopk_w;     // (N,k)
+    float *ex_a, *ex_b; // (cap,C) expert-parallel exchange buffers, NULL otherwise
 } moe_scratch;
 
+// cap: rows an expert-parallel rank may receive, N·k·ep_size (every token of
+// every rank of its group could choose its experts: dropless means no capacity
+// limit, so the buffers cover the worst case once and never grow).
 // Lays out caches / workspace for N tokens in the arena (a measuring arena with
 // capacity 0 sizes it; see core/arena.h).
 void moe_acts_layout(moe_acts *acts, bg_arena *arena, const moe_shape *s, int N);

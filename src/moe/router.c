@@ -62,24 +62,43 @@ void moe_router_forward(float *logits, float *probs, float *lse, int *topk_idx,
     moe_router_softmax_topk(probs, lse, topk_idx, topk_w, logits, N, E, k, norm_topk_prob);
 }
 
+void moe_router_stat_sums(double *prob_sum, double *lse2_sum, const float *probs,
+                          const float *lse, int N, int E) {
+    // Fixed summation order (expert by expert, token by token): same bits for any
+    // thread count. O(N·E), negligible beside the expert GEMMs.
+    for (int i = 0; i < E; i++) {
+        double P = 0.0;
+        for (int t = 0; t < N; t++) P += probs[(size_t)t * E + i];
+        prob_sum[i] = P;
+    }
+    double z = 0.0;
+    for (int t = 0; t < N; t++) z += (double)lse[t] * lse[t];
+    *lse2_sum = z;
+}
+
+void moe_router_losses_from_sums(double *aux_loss, double *z_loss, const double *prob_sum,
+                                 double lse2_sum, const int *counts, double n_tokens, int E,
+                                 int k) {
+    *aux_loss = 0.0;
+    *z_loss = 0.0;
+    if (n_tokens <= 0) return;
+    double aux = 0.0;
+    for (int i = 0; i < E; i++) {
+        double f = (double)counts[i] / (n_tokens * k);
+        aux += f * (prob_sum[i] / n_tokens);
+    }
+    *aux_loss = E * aux;
+    *z_loss = lse2_sum / n_tokens;
+}
+
 void moe_router_balance_losses(double *aux_loss, double *z_loss, const float *probs,
                                const float *lse, const int *counts, int N, int E, int k) {
     *aux_loss = 0.0;
     *z_loss = 0.0;
     if (N == 0) return;
-    // Fixed summation order (expert by expert, token by token): same bits for any
-    // thread count. O(N·E), negligible beside the expert GEMMs.
-    double aux = 0.0;
-    for (int i = 0; i < E; i++) {
-        double P = 0.0;
-        for (int t = 0; t < N; t++) P += probs[(size_t)t * E + i];
-        double f = (double)counts[i] / ((double)N * k);
-        aux += f * (P / N);
-    }
-    *aux_loss = E * aux;
-    double z = 0.0;
-    for (int t = 0; t < N; t++) z += (double)lse[t] * lse[t];
-    *z_loss = z / N;
+    double lse2 = 0.0, prob_sum[E];
+    moe_router_stat_sums(prob_sum, &lse2, probs, lse, N, E);
+    moe_router_losses_from_sums(aux_loss, z_loss, prob_sum, lse2, counts, (double)N, E, k);
 }
 
 void moe_router_backward(float *dinp, float *dgate, float *dlogits, float *dprobs,
@@ -87,11 +106,23 @@ void moe_router_backward(float *dinp, float *dgate, float *dlogits, float *dprob
                          const float *probs, const float *lse, const int *topk_idx,
                          const float *topk_w, const int *counts, int N, int C, int E, int k,
                          int norm_topk_prob, float aux_coef, float z_coef) {
+    moe_router_backward_global(dinp, dgate, dlogits, dprobs, dtopk_w, inp, gate, probs, lse,
+                               topk_idx, topk_w, counts, (double)N, N, C, E, k, norm_topk_prob,
+                               aux_coef, z_coef);
+}
+
+void moe_router_backward_global(float *dinp, float *dgate, float *dlogits, float *dprobs,
+                                const float *dtopk_w, const float *inp, const float *gate,
+                                const float *probs, const float *lse, const int *topk_idx,
+                                const float *topk_w, const int *counts, double n_tokens, int N,
+                                int C, int E, int k, int norm_topk_prob, float aux_coef,
+                                float z_coef) {
     if (N == 0) return;
-    // d(aux_coef·aux)/d probs[t,i] = aux_coef · E · f_i / N, the same for every token
-    // (f_i counts the discrete choices and is not differentiated).
-    const double aux_scale = (double)aux_coef * E / ((double)N * N * k);
-    const double z_scale = 2.0 * (double)z_coef / N;  // d(z_coef·z)/d lse[t] = 2·z_coef·lse[t]/N
+    // d(aux_coef·aux)/d probs[t,i] = aux_coef · E · f_i / n, the same for every token
+    // (f_i counts the discrete choices and is not differentiated); n and the counts
+    // are over the global batch when it is split across ranks.
+    const double aux_scale = (double)aux_coef * E / (n_tokens * n_tokens * k);
+    const double z_scale = 2.0 * (double)z_coef / n_tokens;  // d(z_coef·z)/d lse[t] = 2·z_coef·lse[t]/n
     #pragma omp parallel for schedule(static)
     for (int t = 0; t < N; t++) {
         const float *p = probs + (size_t)t * E;

@@ -22,6 +22,14 @@ void moe_router_softmax_topk(float *probs, float *lse, int *topk_idx, float *top
 // counts (E) are the dispatch plan's tokens per expert. N == 0 gives 0 for both.
 void moe_router_balance_losses(double *aux_loss, double *z_loss, const float *probs,
                                const float *lse, const int *counts, int N, int E, int k);
+// The same losses split in two so ranks can add their statistics first:
+// prob_sum (E) = Σ_t probs[t,i], lse2_sum = Σ_t lse[t]² over this rank's N tokens;
+// then the losses from the (world-)summed statistics, counts and token count.
+void moe_router_stat_sums(double *prob_sum, double *lse2_sum, const float *probs,
+                          const float *lse, int N, int E);
+void moe_router_losses_from_sums(double *aux_loss, double *z_loss, const double *prob_sum,
+                                 double lse2_sum, const int *counts, double n_tokens, int E,
+                                 int k);
 
 // Backward of the gate weights plus aux_coef·aux + z_coef·z, with the chosen experts
 // (and so counts / f_i) held fixed: top-k is piecewise constant.
@@ -32,4 +40,12 @@ void moe_router_backward(float *dinp, float *dgate, float *dlogits, float *dprob
                          const float *probs, const float *lse, const int *topk_idx,
                          const float *topk_w, const int *counts, int N, int C, int E, int k,
                          int norm_topk_prob, float aux_coef, float z_coef);
+// The same for a rank holding N of the n_tokens tokens of a global batch: counts (E)
+// are the global counts, and the balance losses average over n_tokens.
+void moe_router_backward_global(float *dinp, float *dgate, float *dlogits, float *dprobs,
+                                const float *dtopk_w, const float *inp, const float *gate,
+                                const float *probs, const float *lse, const int *topk_idx,
+                                const float *topk_w, const int *counts, double n_tokens, int N,
+                                int C, int E, int k, int norm_topk_prob, float aux_coef,
+                                float z_coef);
 #endif
