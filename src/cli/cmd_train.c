@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static volatile int stop_requested = 0;
+static volatile int stop_requested = 0;  // int is sig_atomic_t on the targets
 
 static void on_stop_signal(int sig) {
     (void)sig;
@@ -53,9 +53,12 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     // SIGINT/SIGTERM ask for a checkpoint at the next step boundary and a clean exit.
+    // SA_RESETHAND: a second Ctrl-C kills at once (checkpoints are atomic, so that is
+    // safe even mid-save). No SA_RESTART: the writers retry EINTR themselves.
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);

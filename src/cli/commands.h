@@ -7,4 +7,6 @@ int cmd_synth(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 #endif

@@ -17,12 +17,14 @@ static const verb verbs[] = {
     {"info", cmd_info, "print a model config's parameter counts and FLOPs per token"},
     {"tokenizer", cmd_tokenizer, "train a BPE tokenizer, encode text to ids, decode ids to text"},
     {"prepare", cmd_prepare, "tokenize text files into train and val token shards"},
+    {"export", cmd_export, "write a checkpoint as a Hugging Face model (Mixtral or GPT-2 layout)"},
+    {"inspect", cmd_inspect, "print a checkpoint's config, step, parameter counts and checksum status"},
 };
 
 static void usage(FILE *f) {
     fprintf(f, "usage: bagualu <command> [flags]    (bagualu <command> --help for flags)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
-        fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].summary);
+        fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
 }
 
 int main(int argc, char **argv) {

@@ -47,6 +47,7 @@ typedef struct {
 typedef struct {
     dist_layout *layout;
     int a2a_algo;               // enum dist_a2a_algo
+    int a2a_chunks;             // >1: overlap the trip to the experts with their compute
 } model_parallel;
 
 typedef struct {

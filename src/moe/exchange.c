@@ -20,24 +20,47 @@ void moe_exchange_plan(moe_acts *acts, const moe_shape *s) {
         acts->send_rows[q] = sent;
         acts->recv_rows[q] = got;
     }
-    acts->local_offsets[0] = 0;
-    for (int e = 0; e < El; e++) {
-        int n = 0;
-        for (int q = 0; q < P; q++) n += acts->recv_counts[q * El + e];
-        acts->local_offsets[e + 1] = acts->local_offsets[e] + n;
+    const int n = par->a2a_chunks > 1 ? par->a2a_chunks : 1;
+    // Rows of each (chunk j, local expert e, source q): a source's block holds its
+    // experts in order, and chunk j takes rows [lo_j, lo_{j+1}) of the block.
+    int *cnt = acts->chunk_rows;  // [(j·El + e)·P + q]
+    memset(cnt, 0, sizeof(int) * (size_t)n * El * P);
+    for (int q = 0; q < P; q++) {
+        int block = acts->recv_rows[q], i = 0;
+        for (int e = 0; e < El; e++)
+            for (int x = 0; x < acts->recv_counts[q * El + e]; x++, i++) {
+                int j = 0;
+                while (j + 1 < n && i >= dist_chunk_lo(block, j + 1, n)) j++;
+                cnt[((size_t)j * El + e) * P + q]++;
+            }
     }
-    // Received row r (source q, expert e, i-th of that block) goes to local row
-    // local_offsets[e] + (rows of e from sources before q) + i.
+    acts->local_offsets[0] = 0;
+    for (int je = 0; je < n * El; je++) {
+        int rows = 0;
+        for (int q = 0; q < P; q++) rows += cnt[(size_t)je * P + q];
+        acts->local_offsets[je + 1] = acts->local_offsets[je] + rows;
+    }
+    // Received row (source q, i-th of its block) goes to local row: start of its
+    // (chunk, expert), plus the rows of that (chunk, expert) from earlier sources,
+    // plus its rank among its own (chunk, expert, source) rows.
     int r = 0;
     for (int q = 0; q < P; q++) {
+        int block = acts->recv_rows[q], i = 0;
         for (int e = 0; e < El; e++) {
-            int dst = acts->local_offsets[e];
-            for (int q2 = 0; q2 < q; q2++) dst += acts->recv_counts[q2 * El + e];
-            for (int i = 0; i < acts->recv_counts[q * El + e]; i++) acts->recv_to_local[r++] = dst + i;
+            int seen_j = -1, k = 0;
+            for (int x = 0; x < acts->recv_counts[q * El + e]; x++, i++, r++) {
+                int j = 0;
+                while (j + 1 < n && i >= dist_chunk_lo(block, j + 1, n)) j++;
+                if (j != seen_j) seen_j = j, k = 0;
+                size_t je = (size_t)j * El + e;
+                int dst = acts->local_offsets[je];
+                for (int q2 = 0; q2 < q; q2++) dst += cnt[je * P + q2];
+                acts->recv_to_local[r] = dst + k++;
+            }
         }
     }
     acts->rows_local = r;
-    BG_ASSERT(r == acts->local_offsets[El]);
+    BG_ASSERT(r == acts->local_offsets[n * El]);
 }
 
 void moe_exchange_to_experts(float *recv, const float *send, const moe_acts *acts,
@@ -64,4 +87,18 @@ void moe_rows_local_to_recv(float *recv, const float *local, const moe_acts *act
     #pragma omp parallel for schedule(static)
     for (int r = 0; r < R; r++)
         memcpy(recv + (size_t)r * C, local + (size_t)acts->recv_to_local[r] * C, sizeof(float) * C);
+}
+
+void moe_rows_recv_to_local_chunk(float *local, const float *recv, const moe_acts *acts, int C,
+                                  int j, int n) {
+    int start = 0;
+    for (int q = 0; q < acts->ep_size; q++) {
+        int block = acts->recv_rows[q];
+        int r0 = start + dist_chunk_lo(block, j, n), r1 = start + dist_chunk_lo(block, j + 1, n);
+        #pragma omp parallel for schedule(static)
+        for (int r = r0; r < r1; r++)
+            memcpy(local + (size_t)acts->recv_to_local[r] * C, recv + (size_t)r * C,
+                   sizeof(float) * C);
+        start += block;
+    }
 }

@@ -47,15 +47,19 @@ void moe_acts_layout(moe_acts *acts, bg_arena *arena, const moe_shape *s, int N)
     acts->stats = BG_ARENA_NEW(arena, double, 2 * E + 1);
     acts->n_tokens = 0;
     acts->recv_counts = acts->send_rows = acts->recv_rows = NULL;
-    acts->local_offsets = acts->recv_to_local = NULL;
+    acts->local_offsets = acts->recv_to_local = acts->chunk_rows = NULL;
+    acts->ep_size = 1;
     acts->x_recv = acts->x_local = acts->y_local = NULL;
     acts->rows_local = 0;
     if (s->par) {
         size_t P = (size_t)s->par->ep_size;
+        size_t chunks = s->par->a2a_chunks > 1 ? (size_t)s->par->a2a_chunks : 1;
+        acts->ep_size = (int)P;
+        acts->chunk_rows = BG_ARENA_NEW(arena, int, chunks * El * P);
         acts->recv_counts = BG_ARENA_NEW(arena, int, P * El);
         acts->send_rows = BG_ARENA_NEW(arena, int, P);
         acts->recv_rows = BG_ARENA_NEW(arena, int, P);
-        acts->local_offsets = BG_ARENA_NEW(arena, int, El + 1);
+        acts->local_offsets = BG_ARENA_NEW(arena, int, chunks * El + 1);
         acts->recv_to_local = BG_ARENA_NEW(arena, int, cap);
         acts->x_recv = BG_ARENA_NEW(arena, float, cap * C);
         acts->x_local = BG_ARENA_NEW(arena, float, cap * C);
@@ -77,6 +81,7 @@ void moe_scratch_layout(moe_scratch *scr, bg_arena *arena, const moe_shape *s, i
     scr->dtopk_w = BG_ARENA_NEW(arena, float, NK);
     scr->ex_a = s->par ? BG_ARENA_NEW(arena, float, cap * C) : NULL;
     scr->ex_b = s->par ? BG_ARENA_NEW(arena, float, cap * C) : NULL;
+    scr->ex_c = s->par && s->par->a2a_chunks > 1 ? BG_ARENA_NEW(arena, float, cap * C) : NULL;
 }
 
 // Balance statistics of the whole batch: this rank's probability sums, counts and
@@ -128,10 +133,27 @@ void moe_forward(float *out, moe_acts *acts, const float *inp, const moe_params 
     } else {
         // rows to their experts' ranks, the local experts, and back
         moe_exchange_plan(acts, s);
-        moe_exchange_to_experts(acts->x_recv, acts->x_perm, acts, s);
-        moe_rows_recv_to_local(acts->x_local, acts->x_recv, acts, C);
-        moe_experts_forward(acts->y_local, acts->h, acts->a, acts->x_local, p->w_in, p->w_out,
-                            acts->local_offsets, moe_local_experts(s), C, F, s->act);
+        const int El = moe_local_experts(s), n_chunks = s->par->a2a_chunks;
+        if (n_chunks <= 1) {
+            moe_exchange_to_experts(acts->x_recv, acts->x_perm, acts, s);
+            moe_rows_recv_to_local(acts->x_local, acts->x_recv, acts, C);
+            moe_experts_forward(acts->y_local, acts->h, acts->a, acts->x_local, p->w_in,
+                                p->w_out, acts->local_offsets, El, C, F, s->act);
+        } else {
+            // Chunk j's experts run while chunks j+1.. are still in flight.
+            dist_a2a *h = dist_a2a_begin(s->par->ep_comm, (enum dist_a2a_algo)s->par->a2a_algo,
+                                         acts->x_perm, acts->send_rows, acts->x_recv,
+                                         acts->recv_rows, (size_t)C, n_chunks);
+            for (int j = 0; j < n_chunks; j++) {
+                dist_a2a_wait_chunk(h, j);
+                moe_rows_recv_to_local_chunk(acts->x_local, acts->x_recv, acts, C, j, n_chunks);
+                moe_experts_forward(acts->y_local, acts->h, acts->a, acts->x_local, p->w_in,
+                                    p->w_out, acts->local_offsets + (size_t)j * El, El, C, F,
+                                    s->act);
+                dist_a2a_progress(h);
+            }
+            dist_a2a_end(h);
+        }
         moe_rows_local_to_recv(acts->x_recv, acts->y_local, acts, C);
         moe_exchange_from_experts(acts->y_perm, acts->x_recv, acts, s);
     }
@@ -161,14 +183,33 @@ void moe_backward(float *dinp, moe_params *grads, moe_scratch *scr, const float 
                              acts->offsets, E, C, F, s->act);
     } else {
         // the forward's trips in reverse: gradients to the experts' ranks and back
-        const int R = acts->rows_local;
-        moe_exchange_to_experts(scr->ex_a, scr->dy_perm, acts, s);
-        moe_rows_recv_to_local(scr->ex_b, scr->ex_a, acts, C);
-        vec_zero(scr->ex_a, (size_t)R * C);
-        moe_experts_backward(scr->ex_a, grads->w_in, grads->w_out, scr->da, scr->dh, scr->ex_b,
-                             acts->x_local, acts->h, acts->a, p->w_in, p->w_out,
-                             acts->local_offsets, moe_local_experts(s), C, F, s->act);
-        moe_rows_local_to_recv(scr->ex_b, scr->ex_a, acts, C);
+        const int R = acts->rows_local, El = moe_local_experts(s), n_chunks = s->par->a2a_chunks;
+        if (n_chunks <= 1) {
+            moe_exchange_to_experts(scr->ex_a, scr->dy_perm, acts, s);
+            moe_rows_recv_to_local(scr->ex_b, scr->ex_a, acts, C);
+            vec_zero(scr->ex_a, (size_t)R * C);
+            moe_experts_backward(scr->ex_a, grads->w_in, grads->w_out, scr->da, scr->dh,
+                                 scr->ex_b, acts->x_local, acts->h, acts->a, p->w_in, p->w_out,
+                                 acts->local_offsets, El, C, F, s->act);
+            moe_rows_local_to_recv(scr->ex_b, scr->ex_a, acts, C);
+        } else {
+            // ex_a receives, ex_b holds dy by (chunk, expert), ex_c collects dx.
+            vec_zero(scr->ex_c, (size_t)R * C);
+            dist_a2a *h = dist_a2a_begin(s->par->ep_comm, (enum dist_a2a_algo)s->par->a2a_algo,
+                                         scr->dy_perm, acts->send_rows, scr->ex_a,
+                                         acts->recv_rows, (size_t)C, n_chunks);
+            for (int j = 0; j < n_chunks; j++) {
+                dist_a2a_wait_chunk(h, j);
+                moe_rows_recv_to_local_chunk(scr->ex_b, scr->ex_a, acts, C, j, n_chunks);
+                moe_experts_backward(scr->ex_c, grads->w_in, grads->w_out, scr->da, scr->dh,
+                                     scr->ex_b, acts->x_local, acts->h, acts->a, p->w_in,
+                                     p->w_out, acts->local_offsets + (size_t)j * El, El, C, F,
+                                     s->act);
+                dist_a2a_progress(h);
+            }
+            dist_a2a_end(h);
+            moe_rows_local_to_recv(scr->ex_b, scr->ex_c, acts, C);
+        }
         moe_exchange_from_experts(scr->dx_perm, scr->ex_b, acts, s);
     }
     moe_permute_backward(dinp, scr->dx_perm, acts->row_of, N, k, C);

@@ -20,6 +20,8 @@ typedef struct {
     struct dist_comm *stats_comm;
     int ep_size, ep_rank;
     int a2a_algo;       // enum dist_a2a_algo: flat or hierarchical
+    int a2a_chunks;     // >1: the trip to the experts in chunks, each chunk's experts
+                        // computed while the next chunk is still in flight
 } moe_parallel;
 
 typedef struct {
@@ -76,12 +78,14 @@ typedef struct {
     int *recv_counts;   // (ep_size,El) rows from each source rank for each local expert
     int *send_rows;     // (ep_size)
     int *recv_rows;     // (ep_size)
-    int *local_offsets; // (El+1) first row of each local expert in x_local
+    int *local_offsets; // (chunks·El+1) first row of each (chunk, local expert) in x_local
+    int *chunk_rows;    // (chunks·El·ep_size) rows of each (chunk, local expert, source)
     int *recv_to_local; // (cap) row of x_local for each received row
     float *x_recv;      // (cap,C) received rows, source-major; reused for outputs going back
     float *x_local;     // (cap,C) the same rows, local-expert-major (the experts' input)
     float *y_local;     // (cap,C) expert outputs, local-expert-major
     int rows_local;     // R
+    int ep_size;
 } moe_acts;
 
 // Backward workspace, shared by all MoE layers (pointers into the arena).
@@ -94,6 +98,7 @@ typedef struct {
     float *dprobs;      // (N,E)
     float *dtopk_w;     // (N,k)
     float *ex_a, *ex_b; // (cap,C) expert-parallel exchange buffers, NULL otherwise
+    float *ex_c;        // (cap,C) third buffer for the chunked exchange
 } moe_scratch;
 
 // cap: rows an expert-parallel rank may receive, N·k·ep_size (every token of

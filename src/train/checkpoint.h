@@ -9,7 +9,10 @@
 //   SAVE_DIR/step_00000100/trainer.json           format_version, step, samples consumed,
 //                                                 data seed, LR schedule, loss scale, the
 //                                                 model config and the training options,
-//                                                 and the XXH64 of both safetensors files
+//                                                 the XXH64 of both safetensors files, and
+//                                                 last "trainer_json_xxh64": the XXH64 of
+//                                                 trainer.json itself with those 16 hex
+//                                                 digits written as '0'
 //   SAVE_DIR/latest                               "step_00000100\n"
 //
 // Atomicity: files are written into SAVE_DIR/.tmp-step_00000100, each fsynced; the
@@ -17,6 +20,10 @@
 // `latest` is replaced by writing latest.tmp, fsync, rename, fsync SAVE_DIR. A crash
 // at any instant leaves every final-named checkpoint complete and `latest` naming one
 // of them. Leftover .tmp-* directories of crashed saves are removed by the next save.
+// Saving a step that already exists swaps the new directory in (RENAME_EXCHANGE); pruning
+// renames a directory to .tmp-del-* before deleting it; so no final-named directory is
+// ever partial. `latest` is the commit record: a step directory newer than the one it
+// names (a crash after the rename, before the pointer) is complete but not used.
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,18 +31,46 @@
 
 #define CKPT_FORMAT_VERSION 1
 
-// Writes the trainer's state as SAVE_DIR/step_<step>; BG_ERR (bg_error) on any I/O
-// failure, leaving earlier checkpoints and `latest` untouched.
+// Writes the trainer's state as SAVE_DIR/step_<step> (creating SAVE_DIR if missing);
+// BG_ERR (bg_error: one line naming the step, then the cause) on any I/O failure,
+// leaving earlier checkpoints and `latest` untouched.
 int ckpt_save(const trainer *tr, const char *save_dir);
-// Deletes all but the newest keep_last step directories (keep_last <= 0: keep all).
+// Creates SAVE_DIR if missing and checks that it is a writable directory (a run calls
+// this once, before training, so a bad --save-dir fails before hours of work).
+int ckpt_init_dir(const char *save_dir);
+// Deletes all but the newest keep_last step directories (keep_last <= 0: keep all);
+// never the one `latest` names.
 int ckpt_prune(const char *save_dir, int keep_last);
 // Loads a checkpoint directory into an initialized trainer (same config): parameters,
-// optimizer state, step and data position. Verifies checksums, tensor names, shapes
-// and dtypes, and that the config matches; errors name the file and tensor.
+// optimizer state, step and data position. Verifies checksums (trainer.json's own too),
+// tensor names, shapes and dtypes (F32, I64 step), and that the config and seed match;
+// errors name the file and tensor. Checks all before copying anything: on failure the
+// trainer is unchanged.
 int ckpt_load(trainer *tr, const char *ckpt_dir);
 // Step directories under save_dir, newest first (caller frees each and the array).
 int ckpt_list(const char *save_dir, char ***dirs, int *count);
+// The step of a path whose last component is a step directory name, else -1.
+long ckpt_dir_step(const char *dir);
 // The directory `latest` points to, as a path in out; *found = 0 when there is no
-// checkpoint yet (no `latest`). BG_ERR if `latest` exists but is unreadable or bad.
+// checkpoint yet (no `latest`). BG_ERR if `latest` exists but is unreadable, bad, or
+// names a directory that does not exist.
 int ckpt_latest(const char *save_dir, char *out, size_t n, int *found);
+
+// A checkpoint read without a trainer (`bagualu inspect`).
+typedef enum { CKPT_FILE_OK = 0, CKPT_FILE_MISSING, CKPT_FILE_MISMATCH, CKPT_FILE_INVALID } ckpt_file_status;
+typedef struct {
+    ckpt_file_status status;
+    uint64_t recorded, actual;   // XXH64 in trainer.json, of the file (0 when missing)
+    int tensors;                 // when OK
+    char message[1024];          // when not OK: one line naming the file (and tensor)
+} ckpt_file_report;
+typedef struct {
+    long step, total_steps;
+    uint64_t samples;
+    model_config cfg;
+    ckpt_file_report model, optimizer;
+} ckpt_report;
+// Reads trainer.json (BG_ERR if it is missing, corrupt or incomplete), then checks each
+// safetensors file: checksum, then every tensor against the config (status, message).
+int ckpt_inspect(const char *ckpt_dir, ckpt_report *r);
 #endif

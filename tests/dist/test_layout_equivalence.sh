@@ -37,7 +37,9 @@ compare() {  # compare NAME REF OUT
 run ref.txt 1
 for args in "2 --ep 1" "2 --ep 2" "4 --ep 2" "4 --ep 4" \
             "4 --ep 2 --ranks-per-node 2 --algo hier" "4 --ep 4 --ranks-per-node 2 --algo hier" \
-            "4 --ep 4 --ranks-per-node 2 --algo flat" "3 --ep 1"; do
+            "4 --ep 4 --ranks-per-node 2 --algo flat" "3 --ep 1" \
+            "2 --ep 2 --chunks 3" "4 --ep 4 --ranks-per-node 2 --algo hier --chunks 2" \
+            "4 --ep 2 --chunks 4"; do
   name="P=${args// /_}"
   set -- $args
   np=$1; shift
@@ -53,6 +55,9 @@ if run p3e6.txt 3 --experts 6 --top-k 1 --global-batch 3 --seq 4 --ep 3 --ranks-
   if [ "${empty:-0}" -gt 0 ]; then pass=$((pass+1)); echo "ok   uneven case had $empty empty (rank, rank) blocks"
   else fail=$((fail+1)); echo "FAIL uneven case had no empty blocks"; fi
 fi
+
+# Chunked overlap against the same layout unchunked.
+run e4.txt 4 --ep 4 && run e4c.txt 4 --ep 4 --chunks 3 && compare "P=4 EP=4 chunks 3 vs 1" e4.txt e4c.txt
 
 # Bitwise reproducibility at a fixed layout.
 run again1.txt 4 --ep 4 --ranks-per-node 2 --algo hier && run again2.txt 4 --ep 4 --ranks-per-node 2 --algo hier &&

@@ -1,7 +1,7 @@
 // One training run of a tiny MoE model in a given parallel layout; rank 0 writes
 // the loss, aux loss and z-loss of every step. test_layout_equivalence.sh compares
 // layouts against one process. Flags: --ep EP --ranks-per-node R --algo flat|hier
-// --experts E --top-k K --global-batch GB --steps S --out FILE. Without --out (as a
+// --chunks C --experts E --top-k K --global-batch GB --seq T --steps S --out FILE. Without --out (as a
 // plain CTest run) it trains on one process and checks the losses are finite.
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@
 
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
-    int ep = 0, rpn = 0, E = 4, k = 2, GB = 12, steps = 10, T = 8;
+    int chunks = 1, ep = 0, rpn = 0, E = 4, k = 2, GB = 12, steps = 10, T = 8;
     const char *algo = "flat", *out = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--ep")) ep = atoi(argv[i + 1]);
@@ -29,6 +29,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--global-batch")) GB = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--seq")) T = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--chunks")) chunks = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--out")) out = argv[i + 1];
     }
     dist_layout L;
@@ -56,7 +57,8 @@ int main(int argc, char **argv) {
     c.router_z_loss_coef = 0.001f;
     c.initializer_range = 0.1f;
 
-    model_parallel par = {.layout = &L, .a2a_algo = strcmp(algo, "hier") ? DIST_A2A_FLAT : DIST_A2A_HIER};
+    model_parallel par = {.layout = &L, .a2a_algo = strcmp(algo, "hier") ? DIST_A2A_FLAT : DIST_A2A_HIER,
+                          .a2a_chunks = chunks};
     model m;
     model_init_parallel(&m, &c, 42, P > 1 ? &par : NULL);
     model_prepare(&m, B, T);

@@ -1,0 +1,45 @@
+#ifndef BG_TRAIN_EXPORT_HF_H
+#define BG_TRAIN_EXPORT_HF_H
+// Export of a checkpoint as a Hugging Face model directory: config.json and
+// model.safetensors (metadata format "pt"), loadable by transformers' from_pretrained.
+//
+// Two layouts, each chosen only where it computes exactly bagualu's model:
+//   Mixtral (MixtralForCausalLM): every layer MoE, RMSNorm, SwiGLU experts, RoPE,
+//     renormalized top-k (Mixtral always renormalizes), no shared experts. bagualu's
+//     parameter names are already Mixtral's; lm_head.weight is left out when tied
+//     (tie_word_embeddings true), as transformers' save_pretrained does.
+//       config: hidden_size, intermediate_size (= moe_intermediate_size),
+//       num_local_experts, num_experts_per_tok, num_attention_heads,
+//       num_key_value_heads (= heads), head_dim, rms_norm_eps, rope_theta, ...
+//   GPT-2 (GPT2LMHeadModel): every layer dense, LayerNorm, GELU, learned positions.
+//       transformer.wte / wpe, transformer.h.N.ln_1 / ln_2 (weight, bias),
+//       attn.c_attn = [q;k;v]ᵀ (C,3C), attn.c_proj = o_projᵀ, mlp.c_fc = up_projᵀ (C,F),
+//       mlp.c_proj = down_projᵀ (F,C): GPT-2's Conv1D stores (in,out), the transpose of
+//       a Linear; their biases, which bagualu does not have, are written as zeros.
+//       transformer.ln_f; lm_head.weight only when untied.
+//       config: n_embd, n_layer, n_head, n_inner, n_positions, vocab_size,
+//       layer_norm_epsilon, activation_function "gelu_new" (GELU, tanh approximation)
+// Dropout rates are written as 0: bagualu trains without dropout.
+#include "model/config.h"
+#include "train/safetensors.h"
+
+typedef enum { HF_MIXTRAL = 0, HF_GPT2 = 1 } hf_layout;
+
+// The layout that represents cfg exactly; BG_ERR (bg_error naming why) when none does.
+int export_hf_layout(const model_config *cfg, hf_layout *layout);
+
+// Reads the checkpoint ckpt_dir (a step directory, or a save directory whose `latest`
+// names one): trainer.json's model_config, model.safetensors (checksum verified when
+// trainer.json records one). Writes out_dir/config.json and out_dir/model.safetensors
+// (out_dir is created if missing) with every tensor stored as `dtype`: ST_F32, ST_BF16
+// or ST_F16 (rounded to nearest even). Returns 0, 2 on bad input (unreadable or corrupt
+// checkpoint, a config no layout represents, a bad dtype) or 1 if writing fails; the
+// message is in bg_last_error(). On success *summary (if not NULL) says what was written.
+typedef struct {
+    hf_layout layout;
+    char checkpoint[4096];      // the step directory read
+    int tensors;                // tensors written
+    size_t params;              // bagualu parameters exported (GPT-2's zero biases not counted)
+} export_hf_summary;
+int export_hf(const char *ckpt_dir, const char *out_dir, st_dtype dtype, export_hf_summary *summary);
+#endif

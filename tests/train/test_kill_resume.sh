@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Kill and resume: one command line (`--resume latest`, as a cluster scheduler requeues
+# a job) is launched, killed with SIGKILL after a random delay, and relaunched until it
+# finishes. Checked after every kill and at the end:
+#   - every final-named step directory is complete (`bagualu inspect` exit 0: trainer.json
+#     readable, both checksums match, every tensor present with its shape) and `latest`
+#     names one of them;
+#   - every relaunch resumes from the checkpoint `latest` names (the commit record: a
+#     newer step directory whose pointer update a kill cut off is complete but not yet
+#     committed), or, with no `latest`, from the newest step directory, or starts from
+#     scratch when there is none; it never reports an error (exit 0 or killed);
+#   - the final model.safetensors and optimizer.safetensors are byte-identical (cmp) to
+#     those of an uninterrupted run of the same command line.
+# Why it can fail: a checkpoint renamed into place before its files are complete, a
+# `latest` written before its directory, a prune or replacement that leaves a partial
+# directory under a final name, a resume that loses state (then the bytes differ).
+# The delays are drawn from a seeded generator (BG_KILL_SEED; reproducible schedule,
+# though where each kill lands also depends on machine load); most land inside saves,
+# which take most of the time with --save-every 1 or 2 (the test reports how many).
+BIN=$1
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+CFG=$SRC/configs/tiny_moe.json
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+
+SEED=${BG_KILL_SEED:-20240520}
+RANDOM=$SEED
+STEPS=48
+"$BIN" synth --vocab 64 --tokens 20000 --out "$D/data.bin" >/dev/null || { echo "synth failed"; exit 1; }
+ARGS=(train --config "$CFG" --data "$D/data.bin" --steps $STEPS --batch-size 2 --seq-len 16
+      --threads 1 --lr 1e-3 --warmup 10 --keep-last 3 --resume latest)
+
+now_us() { local t=${EPOCHREALTIME/./}; echo $((10#$t)); }
+
+# The uninterrupted reference, and a one-step run that times start-up and one save.
+t0=$(now_us)
+"$BIN" "${ARGS[@]}" --save-dir "$D/ref" --save-every 1 >"$D/ref.out" 2>"$D/ref.err" \
+  || { echo "reference run failed:"; cat "$D/ref.err"; exit 1; }
+t_ref=$(( $(now_us) - t0 ))
+t0=$(now_us)
+"$BIN" "${ARGS[@]}" --steps 1 --save-dir "$D/one" --save-every 1 >/dev/null 2>&1
+t_one=$(( $(now_us) - t0 ))
+per_step=$(( (t_ref - t_one) / (STEPS - 1) ))
+[ $per_step -gt 0 ] || per_step=1000
+# The kill moment is uniform in [window/5, window]. The window adapts to the machine (its
+# load changes start-up time several-fold): it grows by 1/4 after a launch that did not
+# get past its checkpoint and shrinks by 1/5 after one that advanced more than 2 steps,
+# so launches keep dying at random points of start-up, loading, steps and saves while
+# the job still advances a few steps per launch.
+window=$(( t_one + 4 * per_step ))
+echo "seed $SEED; reference run $((t_ref / 1000)) ms; start-up + 1 step $((t_one / 1000)) ms; ~$((per_step / 1000)) ms per step+save"
+
+# Every final-named step directory complete, `latest` naming one of them. A directory
+# seen before under the same inode is not inspected again (a replaced one has another).
+declare -A inspected
+check_dir() {
+  local d=$1 why=$2 s key
+  for s in "$d"/step_*; do
+    [ -e "$s" ] || continue
+    key="$s:$(stat -c %i "$s")"
+    [ -n "${inspected[$key]}" ] && continue
+    if ! "$BIN" inspect "$s" >/dev/null 2>"$D/inspect.err"; then
+      bad "$why: $s is incomplete or corrupt: $(cat "$D/inspect.err")"
+      return 1
+    fi
+    inspected[$key]=1
+  done
+  if [ -e "$d/latest" ] && [ ! -d "$d/$(head -n1 "$d/latest")" ]; then
+    bad "$why: latest names $(cat "$d/latest"), which does not exist"
+    return 1
+  fi
+  return 0
+}
+
+latest_step() { local l; l=$(head -n1 "$1/latest" 2>/dev/null); l=${l#step_}; echo $((10#${l:-0})); }
+
+# What a relaunch must resume from: `latest`, else the newest step directory, else nothing.
+expected_resume() {
+  local d=$1
+  if [ -e "$d/latest" ]; then echo "$d/$(head -n1 "$d/latest")"; return; fi
+  local newest
+  newest=$(ls -d "$d"/step_* 2>/dev/null | sort | tail -n1)
+  echo "${newest:-scratch}"
+}
+
+R=$D/run
+launches=0; kills=0; in_save=0; resumes=0; broken=0; rc=1
+deadline=$(( $(now_us) + 120000000 ))
+while [ $launches -lt 400 ] && [ "$(now_us)" -lt $deadline ]; do
+  launches=$((launches+1))
+  want=$(expected_resume "$R")
+  before=$(latest_step "$R")
+  every=$((1 + RANDOM % 2))
+  delay=$(( window / 5 + (RANDOM * 32768 + RANDOM) % (window * 4 / 5) ))
+  "$BIN" "${ARGS[@]}" --save-dir "$R" --save-every $every >"$D/out" 2>"$D/err" &
+  pid=$!
+  sleep "$(printf '%d.%06d' $((delay / 1000000)) $((delay % 1000000)))"
+  kill -9 $pid 2>/dev/null
+  { wait $pid; } 2>/dev/null  # (no "Killed" notice from the shell)
+  rc=$?
+  # What the relaunch said about where it started (when it lived long enough to say it).
+  got=$(sed -n 's/^resumed from \(.*\) at step [0-9]*$/\1/p' "$D/err" | head -n1)
+  if [ -z "$got" ] && grep -q "starting from scratch" "$D/err"; then got=scratch; fi
+  if [ -n "$got" ]; then
+    resumes=$((resumes+1))
+    if [ "$got" != "$want" ]; then bad "launch $launches resumed from $got, expected $want"; broken=1; fi
+  fi
+  if grep -v -e '^resumed from ' -e 'starting from scratch' -e '^no "latest" in ' "$D/err" | grep -q .; then
+    bad "launch $launches wrote to stderr: $(cat "$D/err")"; broken=1
+  fi
+  if [ $rc -eq 0 ]; then break; fi
+  if [ $rc -ne 137 ]; then bad "launch $launches exited with $rc: $(cat "$D/err")"; broken=1; break; fi
+  kills=$((kills+1))
+  if ls -A "$R" 2>/dev/null | grep -q '^\.tmp-\|^latest\.tmp$'; then in_save=$((in_save+1)); fi
+  check_dir "$R" "after kill $kills" || broken=1
+  [ $broken -eq 0 ] || break
+  advanced=$(( $(latest_step "$R") - before ))
+  if [ $advanced -le 0 ]; then window=$(( window * 5 / 4 ));
+  elif [ $advanced -gt 2 ]; then window=$(( window * 4 / 5 )); fi
+done
+[ $broken -eq 0 ] && ok
+echo "$launches launches, $kills killed by SIGKILL ($in_save inside a save: a temporary left behind), $resumes reported where they resumed; final kill window $((window / 1000)) ms"
+
+if [ $rc -eq 0 ]; then ok; else bad "the run did not finish within 400 launches / 120 s"; fi
+[ $kills -ge 10 ] && ok || bad "only $kills kills: the delays no longer fit this machine's timing"
+[ $in_save -ge 1 ] && ok || bad "no kill landed inside a save"
+final=$(printf 'step_%08d' $STEPS)
+for f in model.safetensors optimizer.safetensors; do
+  if cmp -s "$D/ref/$final/$f" "$R/$final/$f"; then ok; else bad "$f differs from the uninterrupted run's"; fi
+done
+[ "$(cat "$R/latest" 2>/dev/null)" = "$final" ] && ok || bad "latest is $(cat "$R/latest" 2>/dev/null), expected $final"
+check_dir "$R" "at the end" && ok
+if ls -A "$R" | grep -q '^\.tmp-\|^latest\.tmp$'; then bad "temporaries left after a finished run: $(ls -A "$R")"; else ok; fi
+# keep-last 3 holds across kills (the one `latest` names plus at most 2 older ones).
+n=$(ls -d "$R"/step_* | wc -l)
+[ "$n" -le 3 ] && ok || bad "$n step directories kept with --keep-last 3"
+# Relaunching a finished job exits 0 at once.
+"$BIN" "${ARGS[@]}" --save-dir "$R" >"$D/out" 2>"$D/err"
+rc=$?
+if [ $rc -eq 0 ] && grep -q "nothing to do" "$D/out"; then ok; else bad "relaunch after the end: exit $rc: $(cat "$D/out" "$D/err")"; fi
+
+echo "kill_resume: $pass passed, $fail failed"
+[ $fail -eq 0 ]
