@@ -6,3 +6,5 @@ echo "== M1 (vocab 50257, ctx 256, hidden 256, 4 layers, 8 experts top-2, batch 
 "$BUILD/bench_step" --config configs/m1.json --batch 8 --seq 256 --threads 2 --steps 10
 echo "== M2 (vocab 8192, ctx 512, hidden 512, 8 layers, 16 experts top-2, SwiGLU/RMSNorm/RoPE, batch 8), fp32, 2 threads"
 "$BUILD/bench_step" --config configs/m2.json --batch 8 --seq 512 --threads 2 --steps 10
+echo "== tokenizer: bagualu vs gpt-3-encoder (node) on the same text"
+bench/bench_tokenizer.sh "$BUILD"

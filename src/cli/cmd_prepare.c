@@ -70,15 +70,19 @@ typedef struct {
     size_t begin, end;
 } span;
 
+// Which part of each listed document a shard gets.
+typedef enum { WHOLE, HEAD, TAIL } part;
+
+// Writes dir/name: for each document, <|endoftext|> then its part (HEAD: all but the
+// last `cut` fraction of its tokens, TAIL: that fraction).
 static int write_split(const char *dir, const char *name, const uint32_t *all, const span *docs, size_t ndocs,
-                       const char *which, double cut, uint32_t eot, int version, size_t *count) {
-    // which: "all" (whole documents listed), "head" / "tail" (a fraction cut of each).
+                       part which, double cut, uint32_t eot, int version, size_t *count) {
     bpe_ids out = {0};
     for (size_t d = 0; d < ndocs; d++) {
         size_t b = docs[d].begin, e = docs[d].end;
         size_t k = (size_t)llround((double)(e - b) * cut);
-        if (!strcmp(which, "head")) e -= k;
-        if (!strcmp(which, "tail")) b = e - k;
+        if (which == HEAD) e -= k;
+        if (which == TAIL) b = e - k;
         if (b == e) continue;
         bpe_ids_push(&out, eot);
         for (size_t i = b; i < e; i++) bpe_ids_push(&out, all[i]);
@@ -179,8 +183,8 @@ int cmd_prepare(int argc, char **argv) {
                 if (floor((double)(d + 1) * f) > floor((double)d * f)) val[nv++] = docs[d];
                 else train[nt++] = docs[d];
             }
-            if (write_split(dir, "train.bin", all.ids, train, nt, "all", 0, eot, version, &ntrain) != BG_OK ||
-                write_split(dir, "val.bin", all.ids, val, nv, "all", 0, eot, version, &nval) != BG_OK)
+            if (write_split(dir, "train.bin", all.ids, train, nt, WHOLE, 0, eot, version, &ntrain) != BG_OK ||
+                write_split(dir, "val.bin", all.ids, val, nv, WHOLE, 0, eot, version, &nval) != BG_OK)
                 rc = 1;
             free(train);
             free(val);
@@ -190,12 +194,13 @@ int cmd_prepare(int argc, char **argv) {
                 snprintf(old, sizeof old, "%s/val.bin", dir);
                 unlink(old);
             }
-            if (write_split(dir, "train.bin", all.ids, docs, ndocs, "head", f, eot, version, &ntrain) != BG_OK ||
-                (f > 0 && write_split(dir, "val.bin", all.ids, docs, ndocs, "tail", f, eot, version, &nval) != BG_OK))
+            if (write_split(dir, "train.bin", all.ids, docs, ndocs, HEAD, f, eot, version, &ntrain) != BG_OK ||
+                (f > 0 && write_split(dir, "val.bin", all.ids, docs, ndocs, TAIL, f, eot, version, &nval) != BG_OK))
                 rc = 1;
         }
     }
     if (rc) {
+        if (p.tty && p.done > 0) fputc('\n', stderr);  // end the progress bar's line first
         fprintf(stderr, "bagualu: %s\n", bg_last_error());
     } else {
         double el = bg_now() - p.start;

@@ -6,7 +6,8 @@
 // letters without a space is one pre-token), so pairs sit in a min-heap ordered by
 // (rank, position) with lazy deletion: O(n log n). All heap entries of one rank are
 // taken out before any is applied, so that pairs created by that round wait for the
-// next one, exactly as in GPT-2's one pass per rank.
+// next one, exactly as in GPT-2's one pass per rank. Words up to SHORT_WORD bytes
+// (nearly all) take the same rounds over small arrays instead.
 //
 // Natural text repeats its words, so results are cached per pre-token. Most words
 // are short and become at most three tokens: those sit in a table that holds the
@@ -21,9 +22,11 @@
 enum {
     CACHE_MAX_WORD = 64,              // longer pre-tokens are rare and not worth keeping
     CACHE_MAX_ENTRIES = 1 << 20,      // then the cache starts over: bounded memory
-    SMALL_BITS = 16,                  // 2^16 slots of 32 bytes: 2 MiB, mostly in cache
+    SMALL_MIN_BITS = 14,              // 2^14 slots of 32 bytes (512 KiB) to start with,
+    SMALL_MAX_BITS = 20,              // doubling up to 32 MiB (a million distinct words)
     SMALL_WORD = 16,                  // bytes held inline
     SMALL_IDS = 3,
+    SHORT_WORD = 32,                  // merged with arrays on the stack, no heap
 };
 
 #define MANY_IDS UINT32_MAX
@@ -54,6 +57,7 @@ struct bpe_encoder {
     bpe_ids word_ids;
     small_slot *small;
     size_t small_count;
+    int small_bits;
 };
 
 bpe_encoder *bpe_encoder_new(const bpe_tokenizer *tok) {
@@ -62,7 +66,8 @@ bpe_encoder *bpe_encoder_new(const bpe_tokenizer *tok) {
     bpe_bytes_map_init(&e->cache, 1 << 14);
     e->cache_cap = 1 << 16;
     e->cache_ids = bg_malloc(e->cache_cap * sizeof *e->cache_ids);
-    e->small = bg_calloc((size_t)1 << SMALL_BITS, sizeof *e->small);
+    e->small_bits = SMALL_MIN_BITS;
+    e->small = bg_calloc((size_t)1 << SMALL_MIN_BITS, sizeof *e->small);
     return e;
 }
 
@@ -136,9 +141,52 @@ static void push_pair(bpe_encoder *e, size_t *hn, uint32_t pos) {
         heap_push(e->heap, hn, (heap_entry){rank, pos, e->sym[pos], e->sym[nx], result});
 }
 
+// Short words: the same rounds over plain arrays holding each adjacent pair's rank,
+// where a scan for the lowest rank costs less than heap upkeep.
+static void merge_short_word(const bpe_tokenizer *t, const uint8_t *word, size_t len, bpe_ids *out) {
+    uint32_t sym[SHORT_WORD], rank[SHORT_WORD], result[SHORT_WORD];
+    uint8_t fresh[SHORT_WORD];  // made by the last round: its pairs need new ranks
+    size_t n = len;
+    for (size_t i = 0; i < n; i++) sym[i] = t->byte_token[word[i]];
+    for (size_t i = 0; i + 1 < n; i++)
+        if (!bpe_merge_find(t, sym[i], sym[i + 1], &rank[i], &result[i])) rank[i] = UINT32_MAX;
+    while (n > 1) {
+        uint32_t r = UINT32_MAX;
+        for (size_t i = 0; i + 1 < n; i++) r = rank[i] < r ? rank[i] : r;
+        if (r == UINT32_MAX) break;
+        // One pass, left to right, over the pairs that had rank r when it began: a
+        // pair made by this pass has another rank (its left part is a new token).
+        size_t k = 0;
+        for (size_t i = 0; i < n; k++) {
+            if (i + 1 < n && rank[i] == r) {
+                sym[k] = result[i];
+                fresh[k] = 1;
+                i += 2;
+            } else {
+                // Keeps the rank of (sym[i], sym[i + 1]): right if sym[i + 1] survives,
+                // and if it does not, it is fresh and the rank is redone below.
+                sym[k] = sym[i];
+                rank[k] = rank[i];
+                result[k] = result[i];
+                fresh[k] = 0;
+                i++;
+            }
+        }
+        n = k;
+        for (size_t i = 0; i + 1 < n; i++)
+            if ((fresh[i] | fresh[i + 1]) && !bpe_merge_find(t, sym[i], sym[i + 1], &rank[i], &result[i]))
+                rank[i] = UINT32_MAX;
+    }
+    for (size_t i = 0; i < n; i++) bpe_ids_push(out, sym[i]);
+}
+
 void bpe_merge_word(bpe_encoder *e, const uint8_t *word, size_t len, bpe_ids *out) {
     const bpe_tokenizer *t = e->tok;
     if (len == 0) return;
+    if (len <= SHORT_WORD) {
+        merge_short_word(t, word, len, out);
+        return;
+    }
     BG_ASSERT(len < UINT32_MAX);
     reserve_scratch(e, len);
     uint32_t *sym = e->sym, *next = e->next, *prev = e->prev;
@@ -188,6 +236,28 @@ static inline void emit(bpe_ids *out, const uint32_t *ids, size_t n) {
     out->count += n;
 }
 
+// Keeps ids for word in the general cache.
+static void general_store(bpe_encoder *e, const uint8_t *w, size_t n, uint64_t h, const uint32_t *ids, size_t cnt) {
+    if (e->cache.count >= CACHE_MAX_ENTRIES) {
+        bpe_bytes_map_clear(&e->cache);
+        e->cache_used = 0;
+    }
+    if (e->cache_used + cnt > e->cache_cap) {
+        while (e->cache_used + cnt > e->cache_cap) e->cache_cap *= 2;
+        uint32_t *p = realloc(e->cache_ids, e->cache_cap * sizeof *p);
+        if (!p) {
+            fprintf(stderr, "bagualu: out of memory growing the tokenizer cache\n");
+            exit(3);
+        }
+        e->cache_ids = p;
+    }
+    memcpy(e->cache_ids + e->cache_used, ids, cnt * sizeof(uint32_t));
+    int added;
+    bpe_bytes_slot *s = bpe_bytes_map_insert(&e->cache, w, n, h, &added);
+    s->value = (uint64_t)e->cache_used << 8 | cnt;
+    e->cache_used += cnt;
+}
+
 // General cache: words over SMALL_WORD bytes or over SMALL_IDS ids.
 static void encode_word_general(bpe_encoder *e, const uint8_t *w, size_t n, bpe_ids *out) {
     if (n > CACHE_MAX_WORD) {
@@ -202,26 +272,34 @@ static void encode_word_general(bpe_encoder *e, const uint8_t *w, size_t n, bpe_
     }
     e->word_ids.count = 0;
     bpe_merge_word(e, w, n, &e->word_ids);
-    size_t cnt = e->word_ids.count;
-    if (e->cache.count >= CACHE_MAX_ENTRIES) {
-        bpe_bytes_map_clear(&e->cache);
-        e->cache_used = 0;
+    general_store(e, w, n, h, e->word_ids.ids, e->word_ids.count);
+    emit(out, e->word_ids.ids, e->word_ids.count);
+}
+
+static inline uint64_t small_hash(uint64_t k0, uint64_t k1, size_t n) {
+    uint64_t h = (k0 * 0x9E3779B97F4A7C15ULL) ^ (k1 * 0xC2B2AE3D27D4EB4FULL) ^ n;
+    return (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ULL;  // the top bits pick the slot
+}
+
+// Doubles the small table (rehashing what it holds), or at its largest empties it.
+static void small_grow(bpe_encoder *e) {
+    size_t old_cap = (size_t)1 << e->small_bits;
+    if (e->small_bits == SMALL_MAX_BITS) {
+        memset(e->small, 0, old_cap * sizeof *e->small);
+        e->small_count = 0;
+        return;
     }
-    if (e->cache_used + cnt > e->cache_cap) {
-        while (e->cache_used + cnt > e->cache_cap) e->cache_cap *= 2;
-        uint32_t *p = realloc(e->cache_ids, e->cache_cap * sizeof *p);
-        if (!p) {
-            fprintf(stderr, "bagualu: out of memory growing the tokenizer cache\n");
-            exit(3);
-        }
-        e->cache_ids = p;
+    small_slot *old = e->small;
+    e->small_bits++;
+    size_t mask = ((size_t)1 << e->small_bits) - 1;
+    e->small = bg_calloc(mask + 1, sizeof *e->small);
+    for (size_t j = 0; j < old_cap; j++) {
+        if (old[j].len == 0) continue;
+        size_t i = (size_t)(small_hash(old[j].k0, old[j].k1, old[j].len) >> (64 - e->small_bits));
+        while (e->small[i].len != 0) i = (i + 1) & mask;
+        e->small[i] = old[j];
     }
-    memcpy(e->cache_ids + e->cache_used, e->word_ids.ids, cnt * sizeof(uint32_t));
-    int added;
-    s = bpe_bytes_map_insert(&e->cache, w, n, h, &added);
-    s->value = (uint64_t)e->cache_used << 8 | cnt;
-    e->cache_used += cnt;
-    emit(out, e->word_ids.ids, cnt);
+    free(old);
 }
 
 // w[0..n) is a pre-token of a text that ends at `end` (reading up to 16 bytes past
@@ -247,10 +325,9 @@ static void encode_word(bpe_encoder *e, const uint8_t *w, size_t n, const uint8_
     }
     k0 = low_bytes(k0, n);
     k1 = n > 8 ? low_bytes(k1, n - 8) : 0;
-    uint64_t h = (k0 * 0x9E3779B97F4A7C15ULL) ^ (k1 * 0xC2B2AE3D27D4EB4FULL) ^ n;
-    h = (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ULL;
-    const size_t mask = ((size_t)1 << SMALL_BITS) - 1;
-    size_t i = (size_t)(h >> (64 - SMALL_BITS));
+    uint64_t h = small_hash(k0, k1, n);
+    size_t mask = ((size_t)1 << e->small_bits) - 1;
+    size_t i = (size_t)(h >> (64 - e->small_bits));
     for (;; i = (i + 1) & mask) {
         small_slot *s = &e->small[i];
         if (s->len == 0) break;
@@ -263,10 +340,10 @@ static void encode_word(bpe_encoder *e, const uint8_t *w, size_t n, const uint8_
     e->word_ids.count = 0;
     bpe_merge_word(e, w, n, &e->word_ids);
     size_t cnt = e->word_ids.count;
-    if (e->small_count * 4 >= (mask + 1) * 3) {  // 3/4 full: start over
-        memset(e->small, 0, (mask + 1) * sizeof *e->small);
-        e->small_count = 0;
-        i = (size_t)(h >> (64 - SMALL_BITS));
+    if ((e->small_count + 1) * 2 > mask + 1) {  // half full: keep probes short
+        small_grow(e);
+        mask = ((size_t)1 << e->small_bits) - 1;
+        i = (size_t)(h >> (64 - e->small_bits));
     }
     while (e->small[i].len != 0) i = (i + 1) & mask;
     small_slot *s = &e->small[i];
@@ -274,9 +351,10 @@ static void encode_word(bpe_encoder *e, const uint8_t *w, size_t n, const uint8_
     s->k1 = k1;
     s->len = (uint32_t)n;
     e->small_count++;
-    if (cnt > SMALL_IDS) {  // rare: a short word of many tokens; the slot says where to look
+    if (cnt > SMALL_IDS) {  // a short word of many tokens (rare in English): the slot says where to look
         s->count = MANY_IDS;
-        encode_word_general(e, w, n, out);
+        general_store(e, w, n, bpe_hash_bytes(w, n), e->word_ids.ids, cnt);
+        emit(out, e->word_ids.ids, cnt);
         return;
     }
     s->count = (uint32_t)cnt;

@@ -3,7 +3,6 @@
 // Shared between the bpe_*.c files (and their tests); not part of the module's interface.
 #include "data/bpe.h"
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 // Reference side of the GPT-2 parity test and benchmark: gpt-3-encoder under node.
 //
 //   node gpt3_encoder_ref.js ids   ENCODER_JS TEXT OUT   ids of TEXT, one per line, into OUT
-//   node gpt3_encoder_ref.js bench ENCODER_JS TEXT       prints "MB/s bytes tokens seconds"
+//   node gpt3_encoder_ref.js bench ENCODER_JS TEXT       prints "MB/s bytes tokens seconds cpu-MB/s"
 //   node gpt3_encoder_ref.js unicode SEED BYTES OUT      writes random multilingual text
 //
 // gpt-3-encoder's encode() appends with Array.concat once per pre-token, which is
@@ -21,14 +21,15 @@ if (mode === 'ids' || mode === 'bench') {
   const text = fs.readFileSync(b, 'utf8');
   const parts = chunks(text);
   const ids = [];
-  const t0 = process.hrtime.bigint();
+  const t0 = process.hrtime.bigint(), c0 = process.cpuUsage();
   for (const p of parts) for (const id of enc.encode(p)) ids.push(id);
   const sec = Number(process.hrtime.bigint() - t0) / 1e9;
+  const c1 = process.cpuUsage(c0), cpu = (c1.user + c1.system) / 1e6;
   if (mode === 'ids') {
     fs.writeFileSync(c, ids.join('\n') + '\n');
   } else {
     const bytes = Buffer.byteLength(text, 'utf8');
-    console.log((bytes / sec / 1e6).toFixed(2), bytes, ids.length, sec.toFixed(3));
+    console.log((bytes / sec / 1e6).toFixed(2), bytes, ids.length, sec.toFixed(3), (bytes / cpu / 1e6).toFixed(2));
   }
 } else if (mode === 'unicode') {
   // Lines of random "words": code points from every plane in use, ASCII letters and
