@@ -8,3 +8,5 @@ echo "== M2 (vocab 8192, ctx 512, hidden 512, 8 layers, 16 experts top-2, SwiGLU
 "$BUILD/bench_step" --config configs/m2.json --batch 8 --seq 512 --threads 2 --steps 10
 echo "== tokenizer: bagualu vs gpt-3-encoder (node) on the same text"
 bench/bench_tokenizer.sh "$BUILD"
+echo "== bagualu beside PyTorch (bench/peer_torch.py: default and tuned set-ups), M1 and M2, fp32 and bf16"
+"$(dirname "$0")/run_peer.sh" "$BUILD"

@@ -17,6 +17,7 @@ static void on_stop_signal(int sig) {
 int cmd_train(int argc, char **argv) {
     train_options o;
     train_options_defaults(&o);
+    const char *a2a = NULL;
     const arg_spec specs[] = {
         {"config", ARG_STR, &o.config_path, 1, "model config (JSON)"},
         {"data", ARG_STR, &o.data_path, 1, "training token shard"},
@@ -40,6 +41,10 @@ int cmd_train(int argc, char **argv) {
         {"save-every", ARG_LONG, &o.save_every, 0, "save every N steps (default: only at the end)"},
         {"keep-last", ARG_INT, &o.keep_last, 0, "keep only the newest K checkpoints (default: all)"},
         {"resume", ARG_STR, &o.resume, 0, "checkpoint directory, or latest (from --save-dir; none yet = start)"},
+        {"expert-parallel", ARG_INT, &o.expert_parallel, 0, "expert-parallel degree EP under mpirun (default: largest valid)"},
+        {"ranks-per-node", ARG_INT, &o.ranks_per_node, 0, "treat every R ranks as one node (default: real nodes)"},
+        {"a2a", ARG_STR, &a2a, 0, "token exchange: flat or hierarchical (default flat)"},
+        {"a2a-chunks", ARG_INT, &o.a2a_chunks, 0, "overlap the exchange with expert compute in C chunks"},
         {"fallback", ARG_SWITCH, &o.fallback, 0, "with --resume latest: use an older checkpoint if the newest is corrupt"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
@@ -63,7 +68,13 @@ int cmd_train(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     o.stop_requested = &stop_requested;
-    int rc = trainer_run(&o);
-    if (rc != TRAIN_OK) fprintf(stderr, "bagualu: %s\n", bg_last_error());
+    if (a2a && strcmp(a2a, "flat") != 0 && strcmp(a2a, "hierarchical") != 0) {
+        fprintf(stderr, "bagualu: train: --a2a must be flat or hierarchical, got \"%s\"\n", a2a);
+        return 2;
+    }
+    o.a2a_hierarchical = a2a && !strcmp(a2a, "hierarchical");
+    int report = 1;
+    int rc = trainer_run(&o, &report);
+    if (rc != TRAIN_OK && report) fprintf(stderr, "bagualu: %s\n", bg_last_error());
     return rc;
 }

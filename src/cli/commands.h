@@ -9,4 +9,6 @@ int cmd_tokenizer(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 #endif

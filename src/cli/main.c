@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "dist/dist.h"
 #include "kernels/kernels.h"
 
 typedef struct {
@@ -19,6 +20,8 @@ static const verb verbs[] = {
     {"prepare", cmd_prepare, "tokenize text files into train and val token shards"},
     {"export", cmd_export, "write a checkpoint as a Hugging Face model (Mixtral or GPT-2 layout)"},
     {"inspect", cmd_inspect, "print a checkpoint's config, step, parameter counts and checksum status"},
+    {"eval", cmd_eval, "print a checkpoint's loss and perplexity on a token shard"},
+    {"generate", cmd_generate, "sample text from a checkpoint (KV cache; temperature, top-k, top-p)"},
 };
 
 static void usage(FILE *f) {
@@ -38,8 +41,12 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
         if (strcmp(argv[1], verbs[i].name) == 0) {
+            // Training may run under mpirun; the other verbs are single-process tools.
+            int parallel = !strcmp(verbs[i].name, "train");
+            if (parallel) dist_init(&argc, &argv);
             int rc = verbs[i].run(argc - 2, argv + 2);
             matmul_cache_clear();
+            if (parallel) dist_finalize();
             return rc;
         }
     }

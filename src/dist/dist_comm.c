@@ -1,6 +1,7 @@
 // MPI backend: process start and end, communicators and their node maps, barrier,
 // broadcast, and the one place MPI errors are turned into a job abort.
 #ifdef BG_HAVE_MPI
+#include <stdlib.h>
 #include "core/timer.h"
 #include "dist/dist_impl.h"
 
@@ -72,6 +73,15 @@ static dist_comm *comm_wrap(MPI_Comm comm, int my_key) {
 }
 
 dist_comm *dist_comm_world(int ranks_per_node) {
+    // A program that never called dist_init (a test, a tool linking the library)
+    // still gets a working world: MPI starts as a singleton on first use and is
+    // finalized at exit.
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        dist_init(NULL, NULL);
+        atexit(dist_finalize);
+    }
     if (ranks_per_node < 0)
         return bg_error("ranks per node must be >= 0 (0: real nodes), got %d", ranks_per_node),
                NULL;

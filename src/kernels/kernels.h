@@ -73,6 +73,17 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH);
 
+// The same attention, memory-efficient (FlashAttention): tiled with an online
+// softmax, no T×T matrix anywhere. Caches only lse (B,NH,T), the log-sum-exp of each
+// query row's scaled scores. out (B,T,C) and lse write. hs = C/NH <= 256.
+void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
+                             int NH);
+// dqkv (B,T,3C) +=, recomputing the probabilities from qkv and lse tile by tile;
+// out is the forward's output; delta (B,NH,T) is workspace the caller provides.
+// Results do not depend on the thread count.
+void flash_attention_backward(float *dqkv, float *delta, const float *dout, const float *qkv,
+                              const float *out, const float *lse, int B, int T, int C, int NH);
+
 // ---- loss -------------------------------------------------------------------
 // Cross-entropy fused with softmax. logits (N,V), targets (N), losses (N) writes,
 // lse (N) caches log-sum-exp per row. Targets must lie in [0,V) (asserted).
@@ -82,6 +93,21 @@ void crossentropy_forward(float *losses, float *lse, const float *logits, const 
 // alias logits (saves the largest buffer of the step).
 void crossentropy_backward(float *dlogits, const float *logits, const float *lse,
                            const int *targets, float scale, int N, int V);
+
+// ---- LM head fused with the loss ----------------------------------------------------
+// The vocabulary projection logits = x·Wᵀ and the cross-entropy, chunk_rows rows at a
+// time, so the (N,V) logits are never held: forward and backward in one pass.
+// x (N,C), W (V,C), targets (N); losses and lse (N) write; dx (N,C) += and
+// dW (V,C) += the gradients of scale·Σ losses (NULL: not needed); chunk_buf
+// (chunk_rows, V) is workspace. Equals matmul_forward + crossentropy_forward/backward
+// + matmul_backward up to float summation order. Call from outside parallel regions.
+void lmhead_xent_fused(float *losses, float *lse, float *dx, float *dW, const float *x,
+                       const float *W, const int *targets, float scale, int N, int C, int V,
+                       float *chunk_buf, int chunk_rows);
+// The forward alone (evaluation): losses and lse (N) write.
+void lmhead_xent_forward(float *losses, float *lse, const float *x, const float *W,
+                         const int *targets, int N, int C, int V, float *chunk_buf,
+                         int chunk_rows);
 
 // ---- elementwise ------------------------------------------------------------
 void residual_forward(float *out, const float *a, const float *b, size_t n);  // out = a + b

@@ -15,6 +15,7 @@ void model_init_parallel(model *m, const model_config *cfg, uint64_t seed,
                          const model_parallel *par) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
+    m->opt = (model_options){.attention = MODEL_ATTN_FLASH, .lm_head_chunk = MODEL_LM_HEAD_CHUNK};
     m->par = par;
     m->first_expert = 0;
     m->n_experts = cfg->num_local_experts;
@@ -65,6 +66,14 @@ static void acts_layout(model_acts *a, bg_arena *ar, const model *m, int B, int 
     size_t NC = (size_t)N * C, att = (size_t)B * NH * T * T;
     moe_shape ms = layer_moe_shape(m);
     a->B = B, a->T = T, a->N = N;
+    // Flash attention keeps one number per query row instead of a T×T matrix per head,
+    // and needs (B,NH,T) of backward workspace instead of (B,NH,T,T).
+    a->flash = m->opt.attention == MODEL_ATTN_FLASH;
+    size_t att_scratch = a->flash ? (size_t)B * NH * T : att;
+    // The fused LM head holds one chunk of logits instead of all N rows, and stages
+    // the LM head's weight gradient from forward to backward.
+    a->lm_fused = m->opt.lm_head_chunk > 0 && N > m->opt.lm_head_chunk;
+    a->lm_chunk_rows = a->lm_fused ? m->opt.lm_head_chunk : 0;
     for (int l = 0; l < L; l++) {
         layer_acts *la = &a->layers[l];
         la->x = BG_ARENA_NEW(ar, float, NC);
@@ -72,7 +81,8 @@ static void acts_layout(model_acts *a, bg_arena *ar, const model *m, int B, int 
         la->ln1_mean = BG_ARENA_NEW(ar, float, N);
         la->ln1_rstd = BG_ARENA_NEW(ar, float, N);
         la->qkv = BG_ARENA_NEW(ar, float, 3 * NC);
-        la->att = BG_ARENA_NEW(ar, float, att);
+        la->att = a->flash ? NULL : BG_ARENA_NEW(ar, float, att);
+        la->att_lse = a->flash ? BG_ARENA_NEW(ar, float, (size_t)B * NH * T) : NULL;
         la->atty = BG_ARENA_NEW(ar, float, NC);
         la->x2 = BG_ARENA_NEW(ar, float, NC);
         la->ln2 = BG_ARENA_NEW(ar, float, NC);
@@ -90,7 +100,10 @@ static void acts_layout(model_acts *a, bg_arena *ar, const model *m, int B, int 
     a->lnf = BG_ARENA_NEW(ar, float, NC);
     a->lnf_mean = BG_ARENA_NEW(ar, float, N);
     a->lnf_rstd = BG_ARENA_NEW(ar, float, N);
-    a->logits = BG_ARENA_NEW(ar, float, (size_t)N * V);
+    a->logits = a->lm_fused ? NULL : BG_ARENA_NEW(ar, float, (size_t)N * V);
+    a->lm_chunk = a->lm_fused ? BG_ARENA_NEW(ar, float, (size_t)a->lm_chunk_rows * V) : NULL;
+    a->d_lm_head = a->lm_fused ? BG_ARENA_NEW(ar, float, (size_t)V * C) : NULL;
+    a->lm_grads_ready = 0;
     a->losses = BG_ARENA_NEW(ar, float, N);
     a->lse = BG_ARENA_NEW(ar, float, N);
     a->inputs = BG_ARENA_NEW(ar, int, N);
@@ -101,7 +114,7 @@ static void acts_layout(model_acts *a, bg_arena *ar, const model *m, int B, int 
     a->d_ln = BG_ARENA_NEW(ar, float, NC);
     a->d_qkv = BG_ARENA_NEW(ar, float, 3 * NC);
     a->d_atty = BG_ARENA_NEW(ar, float, NC);
-    a->d_att_scratch = BG_ARENA_NEW(ar, float, att);
+    a->d_att_scratch = BG_ARENA_NEW(ar, float, att_scratch);
     int any_dense = 0, any_moe = 0;
     for (int l = 0; l < L; l++) {
         if (model_layer_is_moe(c, l)) any_moe = 1;
@@ -152,6 +165,13 @@ static void norm_backward(const model_config *c, float *dinp, float *dw, float *
     else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, c->hidden_size);
 }
 
+// d(objective)/d(loss of one token): the objective averages over the global batch,
+// so each rank's share of tokens enters with 1/(N·P), and model_reduce_grads sums the
+// shares.
+static float lm_grad_scale(const model *m) {
+    return 1.0f / ((float)m->acts.N * (m->par ? m->par->layout->world_size : 1));
+}
+
 void model_forward(model *m, const int *inputs, const int *targets) {
     const model_config *c = &m->cfg;
     model_acts *a = &m->acts;
@@ -171,7 +191,8 @@ void model_forward(model *m, const int *inputs, const int *targets) {
         norm_forward(c, la->ln1, la->ln1_mean, la->ln1_rstd, la->x, lp->ln1_w, lp->ln1_b, N);
         matmul_forward(la->qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
         if (c->position_embedding == POS_ROPE) rope_forward(la->qkv, a->rope_cos, a->rope_sin, B, T, C, NH);
-        attention_forward(la->atty, la->att, la->qkv, B, T, C, NH);
+        if (a->flash) flash_attention_forward(la->atty, la->att_lse, la->qkv, B, T, C, NH);
+        else attention_forward(la->atty, la->att, la->qkv, B, T, C, NH);
         matmul_forward(la->x2, la->atty, lp->o_w, N, C, C);
         vec_add(la->x2, la->x, (size_t)N * C);
         // feed-forward block: dense or MoE
@@ -189,21 +210,45 @@ void model_forward(model *m, const int *inputs, const int *targets) {
         residual_forward(x_next, la->x2, la->ffn_out, (size_t)N * C);
     }
     norm_forward(c, a->lnf, a->lnf_mean, a->lnf_rstd, a->x_final, m->w.lnf_w, m->w.lnf_b, N);
-    matmul_forward(a->logits, a->lnf, m->w.lm_head, N, C, V);
+    if (!a->lm_fused) matmul_forward(a->logits, a->lnf, m->w.lm_head, N, C, V);
 
     m->aux_loss = moe_layers ? aux / moe_layers : 0.0;
     m->z_loss = moe_layers ? z / moe_layers : 0.0;
+    a->lm_grads_ready = 0;
     if (!targets) {
         m->loss = m->objective = 0.0;
         return;
     }
     memcpy(a->targets, targets, sizeof(int) * N);
-    crossentropy_forward(a->losses, a->lse, a->logits, targets, N, V);
+    if (!a->lm_fused) {
+        crossentropy_forward(a->losses, a->lse, a->logits, targets, N, V);
+    } else if (m->opt.no_grad) {
+        lmhead_xent_forward(a->losses, a->lse, a->lnf, m->w.lm_head, targets, N, C, V,
+                            a->lm_chunk, a->lm_chunk_rows);
+    } else {
+        // Training: the chunk's logits are at hand only now, so the LM head's backward
+        // runs here too (recomputing them in model_backward would cost a fourth GEMM
+        // as large as the others). Its results wait for model_backward: d lnf in d_ln
+        // (backward workspace, untouched until then) and dW apart from m->grads, which
+        // model_zero_grad may clear in between.
+        vec_zero(a->d_ln, (size_t)N * C);
+        vec_zero(a->d_lm_head, (size_t)V * C);
+        lmhead_xent_fused(a->losses, a->lse, a->d_ln, a->d_lm_head, a->lnf, m->w.lm_head,
+                          targets, lm_grad_scale(m), N, C, V, a->lm_chunk, a->lm_chunk_rows);
+        a->lm_grads_ready = 1;
+    }
     double sum = 0;  // summed in double, in token order: deterministic and exact enough
     for (int i = 0; i < N; i++) sum += a->losses[i];
     if (m->par) dist_allreduce_sum_f64(m->par->layout->world, &sum, 1);
     m->loss = sum / ((double)N * (m->par ? m->par->layout->world_size : 1));
     m->objective = m->loss + objective_router;
+}
+
+void model_logits(const model *m, float *logits, int row0, int rows) {
+    const model_acts *a = &m->acts;
+    const int C = m->cfg.hidden_size;
+    BG_ASSERT(row0 >= 0 && rows >= 0 && row0 + rows <= a->N);
+    matmul_forward(logits, a->lnf + (size_t)row0 * C, m->w.lm_head, rows, C, m->cfg.vocab_size);
 }
 
 void model_zero_grad(model *m) { memset(m->grads, 0, m->table.numel * sizeof(float)); }
@@ -215,14 +260,17 @@ void model_backward(model *m) {
     int NH = c->num_attention_heads, L = c->num_hidden_layers;
     size_t NC = (size_t)N * C;
     moe_shape ms = layer_moe_shape(m);
-    // The objective averages over the global batch: each rank's share of tokens
-    // enters with 1/(N·P), and model_reduce_grads sums the shares.
-    float scale = 1.0f / ((float)N * (m->par ? m->par->layout->world_size : 1));
-
-    // LM head and final norm; dlogits overwrite the logits in place.
-    crossentropy_backward(a->logits, a->logits, a->lse, a->targets, scale, N, V);
-    vec_zero(a->d_ln, NC);
-    matmul_backward(a->d_ln, m->g.lm_head, a->logits, a->lnf, m->w.lm_head, N, C, V);
+    // LM head and final norm; dlogits overwrite the logits in place. The fused head
+    // did this work in model_forward.
+    if (a->lm_fused) {
+        BG_ASSERT(a->lm_grads_ready);  // model_forward with targets, without opt.no_grad
+        vec_add(m->g.lm_head, a->d_lm_head, (size_t)V * C);
+        a->lm_grads_ready = 0;
+    } else {
+        crossentropy_backward(a->logits, a->logits, a->lse, a->targets, lm_grad_scale(m), N, V);
+        vec_zero(a->d_ln, NC);
+        matmul_backward(a->d_ln, m->g.lm_head, a->logits, a->lnf, m->w.lm_head, N, C, V);
+    }
     vec_zero(a->d_resid, NC);
     norm_backward(c, a->d_resid, m->g.lnf_w, m->g.lnf_b, a->d_ln, a->x_final, m->w.lnf_w,
                   a->lnf_mean, a->lnf_rstd, N);
@@ -247,7 +295,11 @@ void model_backward(model *m) {
         vec_zero(a->d_atty, NC);
         matmul_backward(a->d_atty, gp->o_w, a->d_resid, la->atty, lp->o_w, N, C, C);
         vec_zero(a->d_qkv, 3 * NC);
-        attention_backward(a->d_qkv, a->d_att_scratch, a->d_atty, la->qkv, la->att, B, T, C, NH);
+        if (a->flash)
+            flash_attention_backward(a->d_qkv, a->d_att_scratch, a->d_atty, la->qkv, la->atty,
+                                     la->att_lse, B, T, C, NH);
+        else
+            attention_backward(a->d_qkv, a->d_att_scratch, a->d_atty, la->qkv, la->att, B, T, C, NH);
         if (c->position_embedding == POS_ROPE) rope_backward(a->d_qkv, a->rope_cos, a->rope_sin, B, T, C, NH);
         vec_zero(a->d_ln, NC);
         matmul_backward(a->d_ln, gp->qkv_w, a->d_qkv, la->ln1, lp->qkv_w, N, C, 3 * C);

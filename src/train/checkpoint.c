@@ -1,6 +1,8 @@
 #include "train/checkpoint.h"
 #include "core/error.h"
 #include "model/config.h"
+#include "dist/dist.h"
+#include "train/checkpoint_gather.h"
 #include "train/safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -326,8 +328,15 @@ static void fill_tensor(st_tensor_in *in, const char *name, const param_tensor *
     in->data = data;
 }
 
-static int save_files(const trainer *tr, const char *tmp) {
-    const param_table *t = &tr->m.table;
+// The state to write: the one-process table and blocks (on one process the trainer's
+// own; in a parallel run the experts gathered to rank 0, checkpoint_gather.h).
+typedef struct {
+    const param_table *t;
+    const float *params, *m, *v;
+} save_source;
+
+static int save_files(const trainer *tr, const save_source *src, const char *tmp) {
+    const param_table *t = src->t;
     char path[PATH_MAX_LEN];
     st_tensor_in *ins = bg_calloc((size_t)t->count * 2 + 1, sizeof *ins);
     char (*names)[PARAM_NAME_MAX + 16] = bg_calloc((size_t)t->count * 2, sizeof *names);
@@ -336,7 +345,7 @@ static int save_files(const trainer *tr, const char *tmp) {
     int rc;
 
     for (int i = 0; i < t->count; i++) fill_tensor(&ins[i], t->tensors[i].name, &t->tensors[i],
-                                                   tr->m.params + t->tensors[i].offset);
+                                                   src->params + t->tensors[i].offset);
     rc = path_join(path, sizeof path, tmp, "model.safetensors");
     if (rc == BG_OK) rc = st_write_file(path, ins, t->count, meta, 2, &model_sum);
 
@@ -344,10 +353,10 @@ static int save_files(const trainer *tr, const char *tmp) {
         int n = 0;
         for (int i = 0; i < t->count; i++) {
             snprintf(names[n], sizeof names[n], "%s.exp_avg", t->tensors[i].name);
-            fill_tensor(&ins[n], names[n], &t->tensors[i], tr->adam.m + t->tensors[i].offset);
+            fill_tensor(&ins[n], names[n], &t->tensors[i], src->m + t->tensors[i].offset);
             n++;
             snprintf(names[n], sizeof names[n], "%s.exp_avg_sq", t->tensors[i].name);
-            fill_tensor(&ins[n], names[n], &t->tensors[i], tr->adam.v + t->tensors[i].offset);
+            fill_tensor(&ins[n], names[n], &t->tensors[i], src->v + t->tensors[i].offset);
             n++;
         }
         int64_t step = tr->adam.step;
@@ -414,7 +423,8 @@ static int move_into_place(const char *save_dir, const char *name, const char *t
     return BG_OK;
 }
 
-static int save_step(const trainer *tr, const char *save_dir, const char *name) {
+static int save_step(const trainer *tr, const save_source *src, const char *save_dir,
+                     const char *name) {
     char tmpname[80], tmp[PATH_MAX_LEN], final[PATH_MAX_LEN], latest[PATH_MAX_LEN],
         latest_tmp[PATH_MAX_LEN], text[80];
     snprintf(tmpname, sizeof tmpname, ".tmp-%s", name);
@@ -425,7 +435,7 @@ static int save_step(const trainer *tr, const char *save_dir, const char *name) 
         return BG_ERR;
     if (mkdir(tmp, 0755) != 0)
         return bg_error("%s: cannot create checkpoint directory (%s)", tmp, strerror(errno));
-    if (save_files(tr, tmp) != BG_OK || fsync_path(tmp) != BG_OK ||
+    if (save_files(tr, src, tmp) != BG_OK || fsync_path(tmp) != BG_OK ||
         move_into_place(save_dir, name, tmp, final) != BG_OK) {
         remove_tree(tmp);
         return BG_ERR;
@@ -442,19 +452,43 @@ static int save_step(const trainer *tr, const char *save_dir, const char *name) 
     return fsync_path(save_dir);
 }
 
-int ckpt_save(const trainer *tr, const char *save_dir) {
+static int save_on_this_rank(const trainer *tr, const save_source *src, const char *save_dir) {
     if (mkdir(save_dir, 0755) != 0 && errno != EEXIST)
         return bg_error("%s: cannot create save directory (%s)", save_dir, strerror(errno));
     remove_stale_tmp(save_dir);
     char name[64];
     snprintf(name, sizeof name, "step_%08ld", tr->step);
-    if (save_step(tr, save_dir, name) == BG_OK) return BG_OK;
+    if (save_step(tr, src, save_dir, name) == BG_OK) return BG_OK;
     // One line that says what was lost and what was not, then the cause.
     char cause[1024];
     snprintf(cause, sizeof cause, "%s", bg_last_error());
-    return bg_error("checkpoint %s/%s not saved (the previous checkpoint and %s/latest are "
-                    "kept): %s",
-                    save_dir, name, save_dir, cause);
+    return bg_error("checkpoint %s/%s not saved (%s/latest is unchanged): %s", save_dir, name,
+                    save_dir, cause);
+}
+
+int ckpt_save(const trainer *tr, const char *save_dir) {
+    if (!tr->m.par) {
+        save_source src = {&tr->m.table, tr->m.params, tr->adam.m, tr->adam.v};
+        return save_on_this_rank(tr, &src, save_dir);
+    }
+    // Parallel: rank 0 writes the whole model after gathering the experts; every rank
+    // learns the outcome, so all of them go on, or all stop.
+    const dist_layout *L = tr->m.par->layout;
+    ckpt_full_state full;
+    ckpt_gather_full(&full, tr);
+    int32_t ok = 1;
+    char message[1024] = "";
+    if (L->world_rank == 0) {
+        save_source src = {&full.table, full.params, full.m, full.v};
+        if (save_on_this_rank(tr, &src, save_dir) != BG_OK) {
+            ok = 0;
+            snprintf(message, sizeof message, "%s", bg_last_error());
+        }
+    }
+    ckpt_full_free(&full);
+    dist_bcast(L->world, &ok, sizeof ok, 0);
+    dist_bcast(L->world, message, sizeof message, 0);
+    return ok ? BG_OK : bg_error("%s", message);
 }
 
 int ckpt_init_dir(const char *save_dir) {
@@ -694,7 +728,11 @@ int ckpt_load(trainer *tr, const char *dir) {
     int rc = BG_ERR;
     st_file mf, of;
     memset(&mf, 0, sizeof mf), memset(&of, 0, sizeof of);
+    // Files hold the one-process model; this rank reads its tensors by name (its
+    // share of the experts in a parallel run), after checking the whole file.
     const param_table *t = &tr->m.table;
+    param_table full;
+    param_table_build(&full, &tr->cfg);
     char seed[32];
     snprintf(seed, sizeof seed, "%" PRIu64, tr->opt.seed);
     if (strcmp(meta.seed, seed) != 0) {
@@ -702,8 +740,8 @@ int ckpt_load(trainer *tr, const char *dir) {
         goto done;
     }
     if (check_config(meta.model_config, &tr->cfg, path) != BG_OK) goto done;
-    if (open_checked(&mf, mpath, meta.model_sum, t, 0) != BG_OK) goto done;
-    if (open_checked(&of, opath, meta.opt_sum, t, 1) != BG_OK) goto done;
+    if (open_checked(&mf, mpath, meta.model_sum, &full, 0) != BG_OK) goto done;
+    if (open_checked(&of, opath, meta.opt_sum, &full, 1) != BG_OK) goto done;
     int64_t step;
     if (st_read_raw(&of, "step", ST_I64, &step, 0, NULL) != BG_OK) goto done;
     if (step < 0) {
@@ -724,6 +762,7 @@ int ckpt_load(trainer *tr, const char *dir) {
     tr->samples = meta.samples;
     rc = BG_OK;
 done:
+    param_table_free(&full);
     st_close(&mf);
     st_close(&of);
     meta_free(&meta);

@@ -6,8 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-int metrics_open(metrics_sink *s, const char *log_path, long total_steps) {
+int metrics_open(metrics_sink *s, const char *log_path, long total_steps, int quiet) {
     memset(s, 0, sizeof *s);
+    s->quiet = quiet;
     s->tty = isatty(fileno(stdout));
     s->print_every = total_steps >= 40 ? total_steps / 20 : 1;
     if (log_path) {
@@ -29,6 +30,7 @@ static void format_duration(char *buf, size_t n, double sec) {
 }
 
 void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
+    if (s->quiet) return;
     if (s->log) {
         fprintf(s->log,
                 "{\"step\":%ld,\"loss\":%.6f,\"aux_loss\":%.6f,\"z_loss\":%.6f,\"lr\":%.6g,"
@@ -46,7 +48,16 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
             fputc(']', s->log);
             first = 0;
         }
-        fputs("]}\n", s->log);
+        fputc(']', s->log);
+        if (m->ranks > 1)
+            fprintf(s->log,
+                    ",\"ranks\":%d,\"a2a_bytes_intra\":%.0f,\"a2a_bytes_inter\":%.0f,"
+                    "\"a2a_msgs_inter\":%.0f,\"a2a_s\":%.4f,\"allreduce_bytes\":%.0f,"
+                    "\"allreduce_s\":%.4f,\"compute_s\":%.4f",
+                    m->ranks, m->a2a_bytes_intra, m->a2a_bytes_inter, m->a2a_msgs_inter,
+                    m->a2a_seconds, m->allreduce_bytes, m->allreduce_seconds,
+                    m->step_seconds - m->a2a_seconds - m->allreduce_seconds);
+        fputs("}\n", s->log);
         fflush(s->log);
     }
     char eta[32];
@@ -71,6 +82,7 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
 }
 
 void metrics_note(metrics_sink *s, const char *fmt, ...) {
+    if (s->quiet) return;
     if (s->line_open) {
         putchar('\n');
         s->line_open = 0;

@@ -10,6 +10,9 @@ typedef struct {
     long step, total_steps;
     double loss, aux_loss, z_loss, lr, grad_norm;
     double tokens_per_s, gflops, step_seconds, eta_seconds;
+    int ranks;                  // > 1: a parallel run; the traffic fields are set
+    double a2a_bytes_intra, a2a_bytes_inter, a2a_msgs_inter, a2a_seconds;
+    double allreduce_bytes, allreduce_seconds;
 } step_metrics;
 
 typedef struct {
@@ -17,9 +20,10 @@ typedef struct {
     int tty;            // stdout is a terminal: redraw one line
     int line_open;      // a progress line is on screen without its newline
     long print_every;   // plain-output interval
+    int quiet;          // prints nothing (ranks other than 0)
 } metrics_sink;
 
-int metrics_open(metrics_sink *s, const char *log_path, long total_steps);
+int metrics_open(metrics_sink *s, const char *log_path, long total_steps, int quiet);
 void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl);
 // A message that must not be overwritten by the progress line (eval results).
 void metrics_note(metrics_sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -4,6 +4,7 @@
 #include "train/checkpoint.h"
 #include "core/threads.h"
 #include "core/timer.h"
+#include "dist/dist.h"
 #include "train/grad_norm.h"
 #include "train/metrics.h"
 #include "train/schedule.h"
@@ -43,6 +44,9 @@ static int validate(const train_options *o) {
     if (o->eval_every < 0) return bg_error("--eval-every must be >= 0");
     if (o->eval_batches <= 0) return bg_error("--eval-batches must be positive");
     if (o->threads < 0) return bg_error("--threads must be positive");
+    if (o->expert_parallel < 0) return bg_error("--expert-parallel must be positive");
+    if (o->ranks_per_node < 0) return bg_error("--ranks-per-node must be positive");
+    if (o->a2a_chunks < 0) return bg_error("--a2a-chunks must be positive");
     if (o->save_every < 0) return bg_error("--save-every must be >= 0");
     if (o->keep_last < 0) return bg_error("--keep-last must be >= 0");
     if ((o->save_every || o->keep_last) && !o->save_dir)
@@ -123,9 +127,84 @@ static int trainer_resume(trainer *tr) {
     return BG_OK;
 }
 
+// Every rank must take the same branch at each collective step, so failures are
+// agreed on: if any rank failed, all fail. The error is printed by rank 0 when it
+// failed itself, otherwise by the ranks that failed; the others stay quiet.
+static int agree(trainer *tr, int rc) {
+    dist_comm *w = dist_comm_world(0);
+    int P = dist_size(w), r = dist_rank(w);
+    double f[2] = {rc != BG_OK, rc != BG_OK && r == 0};
+    if (P > 1) dist_allreduce_max_f64(w, f, 2);
+    dist_comm_free(w);
+    tr->report_error = rc != BG_OK && (r == 0 || f[1] == 0);
+    if (rc == BG_OK && f[0] != 0) return bg_error("stopped: another rank failed");
+    return f[0] != 0 ? BG_ERR : BG_OK;
+}
+
+static int trainer_load_inputs(trainer *tr, const train_options *o);
+
 int trainer_init(trainer *tr, const train_options *o) {
     memset(tr, 0, sizeof *tr);
     tr->opt = *o;
+    int rc = trainer_load_inputs(tr, o);
+    if (agree(tr, rc) != BG_OK) {
+        int report = tr->report_error;
+        if (rc == BG_OK) {
+            loader_free(&tr->train), loader_free(&tr->val);
+            shard_free(&tr->train_shard), shard_free(&tr->val_shard);
+        }
+        tr->report_error = report;
+        return BG_ERR;
+    }
+    // The layout: expert-parallel groups, their replicas, nodes (core of issue 5).
+    int E = tr->cfg.num_local_experts;
+    // A dense model is pure data parallelism: a layout of one "expert" per rank group.
+    rc = dist_layout_init(&tr->layout, E > 0 ? E : 1, E > 0 ? o->expert_parallel : 1,
+                          o->ranks_per_node);
+    if (agree(tr, rc) != BG_OK) {
+        int report = tr->report_error;
+        if (rc == BG_OK) dist_layout_free(&tr->layout);
+        loader_free(&tr->train), loader_free(&tr->val);
+        shard_free(&tr->train_shard), shard_free(&tr->val_shard);
+        tr->report_error = report;
+        return BG_ERR;
+    }
+    tr->has_layout = 1;
+    tr->rank = tr->layout.world_rank;
+    tr->world = tr->layout.world_size;
+    tr->par = (model_parallel){.layout = &tr->layout,
+                               .a2a_algo = o->a2a_hierarchical ? DIST_A2A_HIER : DIST_A2A_FLAT,
+                               .a2a_chunks = o->a2a_chunks > 0 ? o->a2a_chunks : 1};
+    int B = o->batch_size, T = o->seq_len;
+    if (tr->has_val && tr->val.windows < (size_t)B * tr->world) {
+        size_t w = tr->val.windows;
+        rc = bg_error("%s: %zu validation windows of %d tokens is fewer than one global batch of %d",
+                      o->val_path, w, T + 1, B * tr->world);
+        tr->report_error = tr->rank == 0;
+        trainer_free(tr);
+        tr->report_error = 1;
+        return BG_ERR;
+    }
+    bg_threads_set(o->threads);
+    model_init_parallel(&tr->m, &tr->cfg, o->seed, tr->world > 1 ? &tr->par : NULL);
+    model_prepare(&tr->m, B, T);
+    adamw_init(&tr->adam, tr->m.table.numel);
+    tr->hp = (adamw_hparams){o->beta1, o->beta2, o->eps, o->weight_decay};
+    tr->min_lr = o->min_lr >= 0 ? o->min_lr : o->lr * 0.1f;
+    tr->inputs = bg_malloc(sizeof(int) * B * T);
+    tr->targets = bg_malloc(sizeof(int) * B * T);
+    rc = o->resume ? trainer_resume(tr) : BG_OK;
+    if (agree(tr, rc) != BG_OK) {
+        int report = tr->report_error;
+        trainer_free(tr);
+        tr->report_error = report;
+        return BG_ERR;
+    }
+    return BG_OK;
+}
+
+// Options, config and data: each rank checks its own inputs.
+static int trainer_load_inputs(trainer *tr, const train_options *o) {
     if (validate(o) != BG_OK) return BG_ERR;
     if (model_config_load(&tr->cfg, o->config_path) != BG_OK) return BG_ERR;
     if (o->seq_len > tr->cfg.max_position_embeddings)
@@ -154,18 +233,6 @@ int trainer_init(trainer *tr, const train_options *o) {
         }
         tr->has_val = 1;
     }
-    bg_threads_set(o->threads);
-    model_init(&tr->m, &tr->cfg, o->seed);
-    model_prepare(&tr->m, B, T);
-    adamw_init(&tr->adam, tr->m.table.numel);
-    tr->hp = (adamw_hparams){o->beta1, o->beta2, o->eps, o->weight_decay};
-    tr->min_lr = o->min_lr >= 0 ? o->min_lr : o->lr * 0.1f;
-    tr->inputs = bg_malloc(sizeof(int) * B * T);
-    tr->targets = bg_malloc(sizeof(int) * B * T);
-    if (o->resume && trainer_resume(tr) != BG_OK) {
-        trainer_free(tr);
-        return BG_ERR;
-    }
     return BG_OK;
 }
 
@@ -173,8 +240,9 @@ double trainer_step(trainer *tr) {
     const train_options *o = &tr->opt;
     int B = o->batch_size;
     model *m = &tr->m;
-    loader_samples(&tr->train, tr->samples, B, tr->inputs, tr->targets);
-    tr->samples += (uint64_t)B;
+    // This rank's slice of the global batch: the same tokens whatever the layout.
+    loader_samples(&tr->train, tr->samples + (uint64_t)tr->rank * B, B, tr->inputs, tr->targets);
+    tr->samples += (uint64_t)B * (tr->world > 0 ? tr->world : 1);
     model_forward(m, tr->inputs, tr->targets);
     model_zero_grad(m);
     model_backward(m);
@@ -189,13 +257,14 @@ double trainer_step(trainer *tr) {
 
 double trainer_evaluate(trainer *tr) {
     if (!tr->has_val) return NAN;
-    int B = tr->opt.batch_size, T = tr->opt.seq_len;
-    size_t w = 0;
+    int B = tr->opt.batch_size, T = tr->opt.seq_len, P = tr->world > 0 ? tr->world : 1;
     double sum = 0;
     int done = 0;
-    for (int i = 0; i < tr->opt.eval_batches && w + B <= tr->val.windows; i++) {
-        for (int b = 0; b < B; b++, w++)
-            loader_window(&tr->val, w, tr->inputs + (size_t)b * T, tr->targets + (size_t)b * T);
+    // Global batches of validation windows in file order; this rank takes its slice.
+    for (size_t i = 0; i < (size_t)tr->opt.eval_batches && (i + 1) * B * P <= tr->val.windows; i++) {
+        size_t w = i * B * P + (size_t)tr->rank * B;
+        for (int b = 0; b < B; b++)
+            loader_window(&tr->val, w + b, tr->inputs + (size_t)b * T, tr->targets + (size_t)b * T);
         model_forward(&tr->m, tr->inputs, tr->targets);
         sum += tr->m.loss;
         done++;
@@ -204,6 +273,7 @@ double trainer_evaluate(trainer *tr) {
 }
 
 void trainer_free(trainer *tr) {
+    if (tr->has_layout) dist_layout_free(&tr->layout);
     free(tr->inputs);
     free(tr->targets);
     adamw_free(&tr->adam);
@@ -215,51 +285,107 @@ void trainer_free(trainer *tr) {
     memset(tr, 0, sizeof *tr);
 }
 
+// Rank 0 owns the save directory; ckpt_save itself is collective (the experts are
+// gathered to rank 0) and every rank learns the outcome.
 static int save_checkpoint(trainer *tr, metrics_sink *sink) {
     const train_options *o = &tr->opt;
     // trainer_run created the save directory. If it is gone now (deleted, or a file
     // system unmounted under it), recreating it would silently start a new series of
     // checkpoints, perhaps on the wrong disk: stop instead.
-    struct stat st;
-    int err = stat(o->save_dir, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-    if (err)
-        return bg_error("checkpoint %s/step_%08ld not saved: the save directory has vanished (%s)",
-                        o->save_dir, tr->step, strerror(err));
-    if (ckpt_save(tr, o->save_dir) != BG_OK) return BG_ERR;
-    if (ckpt_prune(o->save_dir, o->keep_last) != BG_OK) return BG_ERR;
+    int rc = BG_OK;
+    if (tr->rank == 0) {
+        struct stat st;
+        int err = stat(o->save_dir, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+        if (err)
+            rc = bg_error("checkpoint %s/step_%08ld not saved: the save directory has vanished (%s)",
+                          o->save_dir, tr->step, strerror(err));
+    }
+    if (agree(tr, rc) != BG_OK) return BG_ERR;
+    if (ckpt_save(tr, o->save_dir) != BG_OK) {
+        tr->report_error = tr->rank == 0;
+        return BG_ERR;
+    }
+    rc = tr->rank == 0 ? ckpt_prune(o->save_dir, o->keep_last) : BG_OK;
+    if (agree(tr, rc) != BG_OK) return BG_ERR;
     metrics_note(sink, "saved checkpoint %s/step_%08ld", o->save_dir, tr->step);
     return BG_OK;
 }
 
-int trainer_run(const train_options *o) {
+// All-to-all traffic (the expert-parallel communicator) and all-reduce traffic
+// (world and expert-data-parallel) of the last step, summed over this rank.
+static void step_traffic(trainer *tr, step_metrics *sm) {
+    if (tr->world <= 1) return;
+    dist_traffic a2a, ar_world, ar_edp;
+    dist_traffic_get(tr->layout.ep_comm, &a2a);
+    dist_traffic_get(tr->layout.world, &ar_world);
+    dist_traffic_get(tr->layout.edp_comm, &ar_edp);
+    sm->a2a_bytes_intra = (double)(a2a.bytes_sent_intra + a2a.bytes_recv_intra);
+    sm->a2a_bytes_inter = (double)(a2a.bytes_sent_inter + a2a.bytes_recv_inter);
+    sm->a2a_msgs_inter = (double)(a2a.msgs_sent_inter);
+    sm->a2a_seconds = a2a.seconds;
+    sm->allreduce_seconds = ar_world.seconds + ar_edp.seconds;
+    sm->allreduce_bytes = (double)(ar_world.bytes_sent_intra + ar_world.bytes_sent_inter +
+                                   ar_edp.bytes_sent_intra + ar_edp.bytes_sent_inter);
+    dist_layout_traffic_reset(&tr->layout);
+}
+
+int trainer_run(const train_options *o, int *report) {
     trainer tr;
-    if (trainer_init(&tr, o) != BG_OK) return TRAIN_BAD_INPUT;
+    *report = 1;
+    if (trainer_init(&tr, o) != BG_OK) {
+        *report = tr.report_error;
+        return TRAIN_BAD_INPUT;
+    }
+    int root = tr.rank == 0;
+    // A kill between a save and its prune leaves one checkpoint too many, and a relaunch
+    // that finds the job finished saves nothing more: prune here as well. Only when
+    // resuming from `latest`: a checkpoint named by --resume DIR is not deleted under
+    // the user. (The directory `latest` names is never pruned.)
+    if (root && o->save_dir && o->keep_last > 0 && o->resume && !strcmp(o->resume, "latest"))
+        ckpt_prune(o->save_dir, o->keep_last);
     if (tr.step >= o->steps) {
-        printf("checkpoint is at step %ld of %ld: nothing to do\n", tr.step, o->steps);
+        if (root) printf("checkpoint is at step %ld of %ld: nothing to do\n", tr.step, o->steps);
         trainer_free(&tr);
         return TRAIN_OK;
     }
-    if (o->save_dir && ckpt_init_dir(o->save_dir) != BG_OK) {
+    int rc = o->save_dir && root ? ckpt_init_dir(o->save_dir) : BG_OK;
+    if (agree(&tr, rc) != BG_OK) {
+        *report = tr.report_error;
         trainer_free(&tr);
         return TRAIN_BAD_INPUT;
     }
     metrics_sink sink;
-    if (metrics_open(&sink, o->log_path, o->steps) != BG_OK) {
+    rc = metrics_open(&sink, root ? o->log_path : NULL, o->steps, !root);
+    if (agree(&tr, rc) != BG_OK) {
+        *report = tr.report_error;
+        if (rc == BG_OK) metrics_close(&sink);
         trainer_free(&tr);
         return TRAIN_BAD_INPUT;
     }
     const model_config *cfg = &tr.cfg;
-    int B = o->batch_size, T = o->seq_len;
-    double flops_per_step = model_flops_per_token(cfg, T) * B * T;
-    printf("model: %.2fM parameters, %d layers, %d experts (top-%d); batch %d x %d tokens; %d threads\n",
-           tr.m.table.numel / 1e6, cfg->num_hidden_layers, cfg->num_local_experts,
-           cfg->num_local_experts ? cfg->num_experts_per_tok : 0, B, T, bg_threads_get());
-    if (tr.has_val) metrics_note(&sink, "val loss %s: %.4f", tr.step ? "at resume" : "before training",
-                                 trainer_evaluate(&tr));
+    int B = o->batch_size, T = o->seq_len, P = tr.world;
+    double flops_per_step = model_flops_per_token(cfg, T) * B * T * P;
+    if (root) {
+        printf("model: %.2fM parameters, %d layers, %d experts (top-%d); batch %d x %d tokens; %d threads",
+               model_param_count(cfg) / 1e6, cfg->num_hidden_layers, cfg->num_local_experts,
+               cfg->num_local_experts ? cfg->num_experts_per_tok : 0, B * P, T, bg_threads_get());
+        if (P > 1)
+            printf(" per rank; %d ranks, expert-parallel %d (%d experts per rank), %d node%s, %s all-to-all%s",
+                   P, tr.layout.ep, tr.layout.experts_per_rank, tr.layout.n_nodes,
+                   tr.layout.n_nodes > 1 ? "s" : "", o->a2a_hierarchical ? "hierarchical" : "flat",
+                   tr.par.a2a_chunks > 1 ? " in chunks" : "");
+        printf("\n");
+        fflush(stdout);
+    }
+    if (tr.has_val) {
+        double v = trainer_evaluate(&tr);
+        metrics_note(&sink, "val loss %s: %.4f", tr.step ? "at resume" : "before training", v);
+    }
+    if (P > 1) dist_layout_traffic_reset(&tr.layout);
 
     double t_start = bg_now(), train_seconds = 0;
     long first_step = tr.step;
-    int rc = TRAIN_OK;
+    rc = TRAIN_OK;
     while (tr.step < o->steps) {
         double t0 = bg_now();
         double loss = trainer_step(&tr);
@@ -268,21 +394,30 @@ int trainer_run(const train_options *o) {
         step_metrics sm = {
             .step = tr.step, .total_steps = o->steps, .loss = loss, .aux_loss = tr.m.aux_loss,
             .z_loss = tr.m.z_loss, .lr = tr.last_lr, .grad_norm = tr.last_grad_norm,
-            .tokens_per_s = B * T / dt, .gflops = flops_per_step / dt / 1e9, .step_seconds = dt,
+            .tokens_per_s = (double)B * T * P / dt, .gflops = flops_per_step / dt / 1e9,
+            .step_seconds = dt,
             .eta_seconds = train_seconds / (tr.step - first_step) * (o->steps - tr.step),
+            .ranks = P,
         };
+        step_traffic(&tr, &sm);
         metrics_step(&sink, &sm, &tr.m);
-        if (!isfinite(loss)) {
+        if (!isfinite(loss)) {  // the loss is the global mean: every rank sees the same
             rc = TRAIN_FAILED;
             bg_error("training diverged: loss is not finite at step %ld", tr.step);
+            *report = root;
             break;
         }
-        if (tr.has_val && o->eval_every > 0 && tr.step % o->eval_every == 0 && tr.step < o->steps)
-            metrics_note(&sink, "step %ld: val loss %.4f", tr.step, trainer_evaluate(&tr));
-        int stop = o->stop_requested && *o->stop_requested;
+        if (tr.has_val && o->eval_every > 0 && tr.step % o->eval_every == 0 && tr.step < o->steps) {
+            double v = trainer_evaluate(&tr);
+            metrics_note(&sink, "step %ld: val loss %.4f", tr.step, v);
+        }
+        // A signal may reach the ranks at different steps: stop where any rank saw it.
+        double stop = o->stop_requested && *o->stop_requested;
+        if (P > 1) dist_allreduce_max_f64(tr.layout.world, &stop, 1);
         if (o->save_dir && (stop || tr.step == o->steps || (o->save_every && tr.step % o->save_every == 0))) {
             if (save_checkpoint(&tr, &sink) != BG_OK) {
                 rc = TRAIN_FAILED;
+                *report = tr.report_error;
                 break;
             }
         }
@@ -292,10 +427,13 @@ int trainer_run(const train_options *o) {
         }
     }
     if (rc == TRAIN_OK && tr.step == o->steps) {
-        if (tr.has_val) metrics_note(&sink, "val loss after training: %.4f", trainer_evaluate(&tr));
+        if (tr.has_val) {
+            double v = trainer_evaluate(&tr);
+            metrics_note(&sink, "val loss after training: %.4f", v);
+        }
         long done = tr.step - first_step;
         metrics_note(&sink, "trained %ld steps in %.1f s (%.0f tokens/s, %.1f GFLOP/s)", done,
-                     bg_now() - t_start, (double)done * B * T / train_seconds,
+                     bg_now() - t_start, (double)done * B * T * P / train_seconds,
                      flops_per_step * done / train_seconds / 1e9);
     }
     metrics_close(&sink);

@@ -22,6 +22,13 @@ typedef struct {
     int keep_last;              // 0: keep every checkpoint
     const char *resume;         // NULL, a checkpoint directory, or "latest" (in save_dir)
     int fallback;               // resume latest: fall back to an older checkpoint if corrupt
+    // Parallel layout (ignored on one process): expert-parallel degree (0 = the
+    // largest valid), ranks per emulated node (0 = real nodes), all-to-all algorithm
+    // and chunks.
+    int expert_parallel;
+    int ranks_per_node;
+    int a2a_hierarchical;
+    int a2a_chunks;
     // Set (by a signal handler) to ask for a checkpoint at the next step boundary
     // and a clean stop; NULL: never.
     volatile int *stop_requested;
@@ -43,6 +50,11 @@ void train_options_defaults(train_options *o);
 typedef struct {
     train_options opt;
     model_config cfg;
+    dist_layout layout;         // the ranks of this run (one, without MPI)
+    int has_layout;
+    model_parallel par;         // used when layout.world_size > 1
+    int rank, world;            // this rank, and ranks sharing the global batch
+    int report_error;           // after a failed init: this rank prints the error
     model m;
     adamw_state adam;
     adamw_hparams hp;
@@ -51,6 +63,7 @@ typedef struct {
     int has_val;
     long step;                  // steps completed
     uint64_t samples;           // global samples consumed: the data loader's position
+                                // (the global batch is batch_size x world)
     float min_lr;
     int *inputs, *targets;      // (B,T) batch buffers
     double last_grad_norm;
@@ -65,6 +78,8 @@ double trainer_step(trainer *tr);
 double trainer_evaluate(trainer *tr);
 void trainer_free(trainer *tr);
 // Validates options and inputs, resumes if asked, trains, saves, reports.
-// Returns TRAIN_OK, or TRAIN_BAD_INPUT / TRAIN_FAILED with bg_error set.
-int trainer_run(const train_options *o);
+// Returns TRAIN_OK, or TRAIN_BAD_INPUT / TRAIN_FAILED with bg_error set. In a
+// parallel run every rank returns the same code; *report is 1 on the rank that
+// should print the error (rank 0, or the rank that failed when rank 0 did not).
+int trainer_run(const train_options *o, int *report);
 #endif

@@ -1,0 +1,97 @@
+// bagualu eval --checkpoint DIR --data val.bin [--batch-size B --seq-len T --batches K]
+//
+// Mean cross-entropy and perplexity of a checkpoint on a token shard. The windows are
+// the data loader's (T+1)-token windows in file order, B per batch, as the trainer's
+// own evaluation reads them, and the mean is taken the same way (the mean of the
+// batches' mean losses), so `eval` on a checkpoint prints the number `train --val`
+// printed for it with the same B, T and K.
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/threads.h"
+#include "core/timer.h"
+#include "data/loader.h"
+#include "data/shard.h"
+#include "train/checkpoint_weights.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+int cmd_eval(int argc, char **argv) {
+    const char *ckpt = NULL, *data = NULL;
+    int B = 0, T = 0, batches = 0, threads = 0;
+    const arg_spec specs[] = {
+        {"checkpoint", ARG_STR, &ckpt, 1, "checkpoint step directory, or a save directory (uses latest)"},
+        {"data", ARG_STR, &data, 1, "token shard to evaluate on (e.g. val.bin from bagualu prepare)"},
+        {"batch-size", ARG_INT, &B, 0, "sequences per batch (default: the training run's)"},
+        {"seq-len", ARG_INT, &T, 0, "tokens per sequence (default: the training run's)"},
+        {"batches", ARG_INT, &batches, 0, "batches to evaluate, from the start of the file (default: all)"},
+        {"threads", ARG_INT, &threads, 0, "OpenMP threads (default: all cores)"},
+    };
+    int n = (int)(sizeof specs / sizeof specs[0]);
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) {
+            args_usage(specs, n, "eval", "Print a checkpoint's loss and perplexity on a token shard.");
+            return 0;
+        }
+    if (args_parse(specs, n, argc, argv, "eval") != BG_OK) goto bad_input;
+    if (B < 0 || T < 0 || batches < 0) {
+        bg_error("eval: --batch-size, --seq-len and --batches must be positive");
+        goto bad_input;
+    }
+    bg_threads_set(threads);
+
+    model m;
+    ckpt_weights_info info;
+    if (ckpt_load_weights(&m, ckpt, &info) != BG_OK) goto bad_input;
+    const int ctx = m.cfg.max_position_embeddings;
+    // Defaults: the shape the model was trained (and validated) with.
+    if (!B) B = info.batch_size > 0 ? info.batch_size : 8;
+    if (!T) T = info.seq_len > 0 && info.seq_len <= ctx ? info.seq_len : (ctx < 64 ? ctx : 64);
+    if (T > ctx) {
+        bg_error("eval: --seq-len %d exceeds the model's context of %d tokens", T, ctx);
+        goto bad_model;
+    }
+    token_shard shard;
+    data_loader loader;
+    if (shard_load(&shard, data, m.cfg.vocab_size) != BG_OK) goto bad_model;
+    if (loader_init(&loader, &shard, T, 0, data) != BG_OK) goto bad_shard;
+    if (loader.windows < (size_t)B) {
+        bg_error("%s: %zu windows of %d tokens, fewer than one batch of %d sequences (lower --batch-size)",
+                 data, loader.windows, T + 1, B);
+        loader_free(&loader);
+        goto bad_shard;
+    }
+    size_t available = loader.windows / (size_t)B;
+    if (!batches || (size_t)batches > available) batches = (int)available;
+
+    model_prepare(&m, B, T);
+    int *inputs = bg_malloc(sizeof(int) * (size_t)B * T), *targets = bg_malloc(sizeof(int) * (size_t)B * T);
+    double sum = 0, t0 = bg_now();
+    size_t w = 0;
+    for (int i = 0; i < batches; i++) {
+        for (int b = 0; b < B; b++, w++)
+            loader_window(&loader, w, inputs + (size_t)b * T, targets + (size_t)b * T);
+        model_forward(&m, inputs, targets);
+        sum += m.loss;
+    }
+    double loss = sum / batches, dt = bg_now() - t0;
+    printf("eval: %s, step %ld, on %s: %d batches of %d x %d tokens (%.0f tokens/s)\n", info.dir, info.step,
+           data, batches, B, T, (double)batches * B * T / dt);
+    printf("loss %.6f  perplexity %.3f\n", loss, exp(loss));
+    free(inputs);
+    free(targets);
+    loader_free(&loader);
+    shard_free(&shard);
+    model_free(&m);
+    return 0;
+
+bad_shard:
+    shard_free(&shard);
+bad_model:
+    model_free(&m);
+bad_input:
+    fprintf(stderr, "bagualu: %s\n", bg_last_error());
+    return 2;
+}

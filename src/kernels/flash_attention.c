@@ -1,0 +1,384 @@
+// Memory-efficient causal self-attention: the FlashAttention algorithm on CPU cores.
+//
+// The forward walks the keys in blocks of FA_B with an online softmax (running row
+// max m and row sum l, the partial output rescaled by e^{m_old - m_new} when the max
+// grows), so no T×T matrix exists; it keeps only lse = m + log l per query row. The
+// backward (FlashAttention-2) recomputes P = exp(S - lse) tile by tile, with
+// D = rowsum(dO ∘ O) and dS = P ∘ (dP - D):
+//   dV = Pᵀ dO,  dK = scale · dSᵀ Q,  dQ = scale · dS K.
+//
+// Tiles are laid out so that every product is one of two register-blocked
+// micro-kernels whose vector dimension is a block dimension (FA_B = 4 vectors of 16
+// floats), never the head size: any hs runs at full vector width without tails.
+//   tile_xyt:  A (n, FA_B)  = X (n, hs) · Yt (hs, FA_B)      scores S and dP
+//   tile_xtw:  Zt (hs, FA_B) += X (n, hs)ᵀ · W (n, FA_B)     O, dQ, dK, dV
+// X is always read in place from qkv or dout (rows of stride 3C or C, one scalar
+// broadcast at a time); only the operand read as vectors is packed, transposed, into
+// a small tile on the stack. Softmax statistics are then vectors over query rows (the
+// forward keeps Sᵀ, keys × queries), so the online softmax has no horizontal sums.
+//
+// Work is split into tasks that each write disjoint outputs, so results are
+// deterministic and do not depend on the thread count or the schedule:
+//   forward:    one task per (b, h, query block);
+//   backward:   one task per (b, h, key block) for dK, dV (it reads every query
+//               block at or after it), then one per (b, h, query block) for dQ.
+// The two backward passes both recompute P and dP, 7 tile products per (query,
+// key) block pair instead of 5 with atomics or per-thread dQ copies; in exchange
+// there are no races, no extra memory, and parallelism down to B·NH·T/FA_B tasks.
+#include "kernels/kernels.h"
+
+#include <float.h>
+#include <math.h>
+
+#include "core/error.h"
+#include "kernels/vec16.h"
+#include "kernels/vecmath.h"
+
+// Queries per query block and keys per key block. 64: four 16-float vectors, and the
+// per-thread tiles (hs·64 floats each, four or five of them) stay within L1/L2 for
+// hs up to 128 (64 KiB for hs = 64).
+enum { FA_B = 64 };
+
+// The tiles live on the stack (the kernels allocate nothing) and scale with hs: at
+// most 4·hs·FA_B + 2·FA_B² floats per thread, 288 KiB at this bound, well inside the
+// 2 MiB or more that OpenMP threads get by default.
+enum { FA_MAX_HS = 256 };
+
+// ---- micro-kernels ----------------------------------------------------------------
+
+// A (n, FA_B) = X (n, hs; row stride ldx) · Yt (hs, FA_B). Writes.
+// Blocks of 4 rows × 4 vectors: per step of d, 4 vector loads and 4 broadcasts feed
+// 16 FMAs into 16 accumulators that live in registers for the whole reduction.
+static void tile_xyt(float *restrict A, const float *restrict X, size_t ldx,
+                     const float *restrict Yt, int n, int hs) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float *x0 = X + (size_t)i * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
+        v16 a[4][4];
+        for (int r = 0; r < 4; r++)
+            for (int j = 0; j < 4; j++) a[r][j] = v16_zero();
+        for (int d = 0; d < hs; d++) {
+            const float *y = Yt + (size_t)d * FA_B;
+            v16 y0 = v16_load(y), y1 = v16_load(y + 16), y2 = v16_load(y + 32),
+                y3 = v16_load(y + 48);
+            v16_keep(y0);
+            v16_keep(y1);
+            v16_keep(y2);
+            v16_keep(y3);
+            const float xs[4] = {x0[d], x1[d], x2[d], x3[d]};
+            for (int r = 0; r < 4; r++) {
+                const v16 b = v16_set1(xs[r]);
+                a[r][0] = v16_fma(b, y0, a[r][0]);
+                a[r][1] = v16_fma(b, y1, a[r][1]);
+                a[r][2] = v16_fma(b, y2, a[r][2]);
+                a[r][3] = v16_fma(b, y3, a[r][3]);
+            }
+        }
+        for (int r = 0; r < 4; r++)
+            for (int j = 0; j < 4; j++) v16_store(A + (size_t)(i + r) * FA_B + 16 * j, a[r][j]);
+    }
+    for (; i < n; i++) {
+        const float *x = X + (size_t)i * ldx;
+        v16 a0 = v16_zero(), a1 = v16_zero(), a2 = v16_zero(), a3 = v16_zero();
+        for (int d = 0; d < hs; d++) {
+            const float *y = Yt + (size_t)d * FA_B;
+            const v16 b = v16_set1(x[d]);
+            a0 = v16_fma(b, v16_load(y), a0);
+            a1 = v16_fma(b, v16_load(y + 16), a1);
+            a2 = v16_fma(b, v16_load(y + 32), a2);
+            a3 = v16_fma(b, v16_load(y + 48), a3);
+        }
+        float *o = A + (size_t)i * FA_B;
+        v16_store(o, a0), v16_store(o + 16, a1), v16_store(o + 32, a2), v16_store(o + 48, a3);
+    }
+}
+
+// Zt (hs, FA_B) += X (n, hs; row stride ldx)ᵀ · W (n, FA_B).
+// Blocks of 4 values of d × 4 vectors, accumulated over all n rows in registers.
+static void tile_xtw(float *restrict Zt, const float *restrict X, size_t ldx,
+                     const float *restrict W, int n, int hs) {
+    int d = 0;
+    for (; d + 4 <= hs; d += 4) {
+        v16 a[4][4];
+        for (int r = 0; r < 4; r++)
+            for (int j = 0; j < 4; j++) a[r][j] = v16_load(Zt + (size_t)(d + r) * FA_B + 16 * j);
+        for (int u = 0; u < n; u++) {
+            const float *w = W + (size_t)u * FA_B, *x = X + (size_t)u * ldx + d;
+            v16 w0 = v16_load(w), w1 = v16_load(w + 16), w2 = v16_load(w + 32),
+                w3 = v16_load(w + 48);
+            v16_keep(w0);
+            v16_keep(w1);
+            v16_keep(w2);
+            v16_keep(w3);
+            for (int r = 0; r < 4; r++) {
+                const v16 b = v16_set1(x[r]);
+                a[r][0] = v16_fma(b, w0, a[r][0]);
+                a[r][1] = v16_fma(b, w1, a[r][1]);
+                a[r][2] = v16_fma(b, w2, a[r][2]);
+                a[r][3] = v16_fma(b, w3, a[r][3]);
+            }
+        }
+        for (int r = 0; r < 4; r++)
+            for (int j = 0; j < 4; j++) v16_store(Zt + (size_t)(d + r) * FA_B + 16 * j, a[r][j]);
+    }
+    for (; d < hs; d++) {
+        float *z = Zt + (size_t)d * FA_B;
+        v16 a0 = v16_load(z), a1 = v16_load(z + 16), a2 = v16_load(z + 32), a3 = v16_load(z + 48);
+        for (int u = 0; u < n; u++) {
+            const float *w = W + (size_t)u * FA_B;
+            const v16 b = v16_set1(X[(size_t)u * ldx + d]);
+            a0 = v16_fma(b, v16_load(w), a0);
+            a1 = v16_fma(b, v16_load(w + 16), a1);
+            a2 = v16_fma(b, v16_load(w + 32), a2);
+            a3 = v16_fma(b, v16_load(w + 48), a3);
+        }
+        v16_store(z, a0), v16_store(z + 16, a1), v16_store(z + 32, a2), v16_store(z + 48, a3);
+    }
+}
+
+// Tile (n, FA_B) ← value where column/row says the key comes after the query.
+// Sᵀ layout (keys × queries): key k0+c, query q0+r.
+static void mask_keys_by_query(float *St, int n, int k0, int q0, float value) {
+    for (int c = 0; c < n; c++) {
+        float *s = St + (size_t)c * FA_B;
+        // key k0+c is visible to queries r >= k0+c-q0
+        int first = k0 + c - q0;
+        for (int r = 0; r < FA_B && r < first; r++) s[r] = value;
+    }
+}
+
+// Packs rows [t0, t0+n) of a (T, hs) slice with row stride ld, transposed, into
+// Yt (hs, FA_B); columns n..FA_B-1 are zero, so padded lanes compute harmless zeros.
+static void pack_transposed(float *restrict Yt, const float *restrict src, size_t ld, int n,
+                            int hs) {
+    for (int d = 0; d < hs; d++) {
+        float *y = Yt + (size_t)d * FA_B;
+        for (int r = n; r < FA_B; r++) y[r] = 0.0f;
+    }
+    for (int r = 0; r < n; r++) {
+        const float *s = src + (size_t)r * ld;
+        for (int d = 0; d < hs; d++) Yt[(size_t)d * FA_B + r] = s[d];
+    }
+}
+
+static inline int imin(int a, int b) { return a < b ? a : b; }
+
+// ---- forward ----------------------------------------------------------------------
+
+// One (b, h, query block): out rows q0..q0+nq-1 of head h, and their lse.
+static void fa_forward_block(float *out, float *lse, const float *qkv, int b, int h, int qb,
+                             int T, int C, int NH) {
+    const int hs = C / NH, q0 = qb * FA_B, nq = imin(FA_B, T - q0);
+    const size_t C3 = 3 * (size_t)C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const float *Q = qkv + ((size_t)b * T + q0) * C3 + (size_t)h * hs;
+    const float *K = qkv + (size_t)b * T * C3 + C + (size_t)h * hs;
+    const float *V = K + C;
+
+    float Qt[hs * FA_B], Ot[hs * FA_B], St[FA_B * FA_B];
+    float m[FA_B], l[FA_B], mnew[FA_B], corr[FA_B];
+    pack_transposed(Qt, Q, C3, nq, hs);
+    for (int i = 0; i < hs * FA_B; i++) Ot[i] = 0.0f;
+    for (int r = 0; r < FA_B; r++) m[r] = -FLT_MAX, l[r] = 0.0f;
+
+    const int kend = q0 + nq;  // the last row sees keys 0..q0+nq-1
+    for (int k0 = 0; k0 < kend; k0 += FA_B) {
+        const int nk = imin(FA_B, kend - k0);
+        const int diag = k0 + nk - 1 > q0;  // some key lies after some query
+        tile_xyt(St, K + (size_t)k0 * C3, C3, Qt, nk, hs);  // St[c][r] = k·q
+        if (diag) mask_keys_by_query(St, nk, k0, q0, -FLT_MAX);
+        // Online softmax, vectorised over the block's query rows.
+        for (int r = 0; r < FA_B; r++) mnew[r] = m[r];
+        for (int c = 0; c < nk; c++) {
+            const float *s = St + (size_t)c * FA_B;
+            #pragma omp simd
+            for (int r = 0; r < FA_B; r++) {
+                const float x = s[r] * scale;
+                mnew[r] = x > mnew[r] ? x : mnew[r];
+            }
+        }
+        // The first block contains key 0, visible to every query, so mnew is finite
+        // from then on and e^{m - mnew} is e^{-FLT_MAX} → 0 (clamped by bg_expf to
+        // 1e-38, times l = 0 and O = 0) for the first block, as it should be.
+        #pragma omp simd
+        for (int r = 0; r < FA_B; r++) {
+            corr[r] = bg_expf(m[r] - mnew[r]);
+            l[r] *= corr[r];
+            m[r] = mnew[r];
+        }
+        for (int c = 0; c < nk; c++) {
+            float *s = St + (size_t)c * FA_B;
+            #pragma omp simd
+            for (int r = 0; r < FA_B; r++) s[r] = bg_expf(s[r] * scale - m[r]);
+        }
+        // Masked scores gave e^{-big} = 1e-38 through bg_expf's clamp, not 0: zero
+        // them so that keys after the query contribute exactly nothing.
+        if (diag) mask_keys_by_query(St, nk, k0, q0, 0.0f);
+        for (int c = 0; c < nk; c++) {
+            const float *s = St + (size_t)c * FA_B;
+            #pragma omp simd
+            for (int r = 0; r < FA_B; r++) l[r] += s[r];
+        }
+        for (int d = 0; d < hs; d++) {
+            float *o = Ot + (size_t)d * FA_B;
+            #pragma omp simd
+            for (int r = 0; r < FA_B; r++) o[r] *= corr[r];
+        }
+        tile_xtw(Ot, V + (size_t)k0 * C3, C3, St, nk, hs);  // O += Pᵀ-weighted values
+    }
+    float *lrow = lse + ((size_t)b * NH + h) * T + q0;
+    for (int r = 0; r < nq; r++) {
+        lrow[r] = m[r] + logf(l[r]);
+        const float inv = 1.0f / l[r];
+        float *o = out + ((size_t)b * T + q0 + r) * C + (size_t)h * hs;
+        for (int d = 0; d < hs; d++) o[d] = Ot[(size_t)d * FA_B + r] * inv;
+    }
+}
+
+// qkv (B,T,3C), out (B,T,C) writes, lse (B,NH,T) writes
+void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
+                             int NH) {
+    BG_ASSERT(C % NH == 0 && C / NH <= FA_MAX_HS);
+    const int nb = (T + FA_B - 1) / FA_B;
+    const long BH = (long)B * NH;
+    // Later query blocks see more keys: they are handed out first, dynamically, so the
+    // threads finish together. The order cannot change results (tasks are disjoint).
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (long task = 0; task < BH * nb; task++) {
+        const int qb = nb - 1 - (int)(task / BH);
+        const long bh = task % BH;
+        fa_forward_block(out, lse, qkv, (int)(bh / NH), (int)(bh % NH), qb, T, C, NH);
+    }
+}
+
+// ---- backward ---------------------------------------------------------------------
+
+// One (b, h, key block): dK and dV of keys k0..k0+nk-1, from every query at or after
+// them. Tiles are row-major here (queries × keys): the vectors run over keys, so dKᵀ
+// and dVᵀ accumulate in registers over the queries.
+static void fa_backward_kv_block(float *dqkv, const float *delta, const float *dout,
+                                 const float *qkv, const float *lse, int b, int h, int kb,
+                                 int T, int C, int NH) {
+    const int hs = C / NH, k0 = kb * FA_B, nk = imin(FA_B, T - k0);
+    const size_t C3 = 3 * (size_t)C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const float *Q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+    const float *K = Q + C, *V = Q + 2 * (size_t)C;
+    const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
+    const float *lrow = lse + ((size_t)b * NH + h) * T, *drow = delta + ((size_t)b * NH + h) * T;
+
+    float Kt[hs * FA_B], Vt[hs * FA_B], dKt[hs * FA_B], dVt[hs * FA_B];
+    float P[FA_B * FA_B], dS[FA_B * FA_B];
+    pack_transposed(Kt, K + (size_t)k0 * C3, C3, nk, hs);
+    pack_transposed(Vt, V + (size_t)k0 * C3, C3, nk, hs);
+    for (int i = 0; i < hs * FA_B; i++) dKt[i] = 0.0f, dVt[i] = 0.0f;
+
+    for (int q0 = k0; q0 < T; q0 += FA_B) {
+        const int nq = imin(FA_B, T - q0);
+        tile_xyt(P, Q + (size_t)q0 * C3, C3, Kt, nq, hs);  // S[r][c] = q·k
+        tile_xyt(dS, dO + (size_t)q0 * C, C, Vt, nq, hs);  // dP[r][c] = dO·v
+        for (int r = 0; r < nq; r++) {
+            float *p = P + (size_t)r * FA_B, *ds = dS + (size_t)r * FA_B;
+            const float L = lrow[q0 + r], D = drow[q0 + r];
+            #pragma omp simd
+            for (int c = 0; c < FA_B; c++) {
+                p[c] = bg_expf(p[c] * scale - L);
+                ds[c] = p[c] * (ds[c] - D);
+            }
+            // Keys after this query, and the padding past the last key, contribute
+            // nothing: P (and so dS) is exactly 0 there.
+            for (int c = imin(nk, q0 + r - k0 + 1); c < FA_B; c++) p[c] = 0.0f, ds[c] = 0.0f;
+        }
+        tile_xtw(dVt, dO + (size_t)q0 * C, C, P, nq, hs);   // dVᵀ += dOᵀ P
+        tile_xtw(dKt, Q + (size_t)q0 * C3, C3, dS, nq, hs);  // dKᵀ += Qᵀ dS
+    }
+    for (int c = 0; c < nk; c++) {
+        float *dk = dqkv + ((size_t)b * T + k0 + c) * C3 + C + (size_t)h * hs, *dv = dk + C;
+        for (int d = 0; d < hs; d++) {
+            dk[d] += dKt[(size_t)d * FA_B + c] * scale;
+            dv[d] += dVt[(size_t)d * FA_B + c];
+        }
+    }
+}
+
+// One (b, h, query block): dQ of queries q0..q0+nq-1 over keys 0..q0+nq-1, in the
+// forward's transposed layout (keys × queries, vectors over queries).
+static void fa_backward_q_block(float *dqkv, const float *delta, const float *dout,
+                                const float *qkv, const float *lse, int b, int h, int qb,
+                                int T, int C, int NH) {
+    const int hs = C / NH, q0 = qb * FA_B, nq = imin(FA_B, T - q0);
+    const size_t C3 = 3 * (size_t)C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const float *Q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+    const float *K = Q + C, *V = Q + 2 * (size_t)C;
+    const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
+    const float *lrow = lse + ((size_t)b * NH + h) * T, *drow = delta + ((size_t)b * NH + h) * T;
+
+    float Qt[hs * FA_B], dOt[hs * FA_B], dQt[hs * FA_B];
+    float St[FA_B * FA_B], dSt[FA_B * FA_B], L[FA_B], D[FA_B];
+    pack_transposed(Qt, Q + (size_t)q0 * C3, C3, nq, hs);
+    pack_transposed(dOt, dO + (size_t)q0 * C, C, nq, hs);
+    for (int i = 0; i < hs * FA_B; i++) dQt[i] = 0.0f;
+    // Padding lanes: q = dO = 0 and L = D = 0 give P = 1, dS = 1·(0 - 0) = 0.
+    for (int r = 0; r < FA_B; r++) {
+        L[r] = r < nq ? lrow[q0 + r] : 0.0f;
+        D[r] = r < nq ? drow[q0 + r] : 0.0f;
+    }
+    const int kend = q0 + nq;
+    for (int k0 = 0; k0 < kend; k0 += FA_B) {
+        const int nk = imin(FA_B, kend - k0);
+        tile_xyt(St, K + (size_t)k0 * C3, C3, Qt, nk, hs);    // Sᵀ[c][r] = k·q
+        tile_xyt(dSt, V + (size_t)k0 * C3, C3, dOt, nk, hs);  // dPᵀ[c][r] = v·dO
+        for (int c = 0; c < nk; c++) {
+            const float *s = St + (size_t)c * FA_B;
+            float *ds = dSt + (size_t)c * FA_B;
+            #pragma omp simd
+            for (int r = 0; r < FA_B; r++) ds[r] = bg_expf(s[r] * scale - L[r]) * (ds[r] - D[r]);
+        }
+        if (k0 + nk - 1 > q0) mask_keys_by_query(dSt, nk, k0, q0, 0.0f);
+        tile_xtw(dQt, K + (size_t)k0 * C3, C3, dSt, nk, hs);  // dQᵀ += Kᵀ dSᵀ
+    }
+    for (int r = 0; r < nq; r++) {
+        float *dq = dqkv + ((size_t)b * T + q0 + r) * C3 + (size_t)h * hs;
+        for (int d = 0; d < hs; d++) dq[d] += dQt[(size_t)d * FA_B + r] * scale;
+    }
+}
+
+// dout (B,T,C), out (B,T,C) and lse (B,NH,T) from the forward; dqkv (B,T,3C) +=;
+// delta (B,NH,T) is workspace.
+void flash_attention_backward(float *dqkv, float *delta, const float *dout, const float *qkv,
+                              const float *out, const float *lse, int B, int T, int C, int NH) {
+    BG_ASSERT(C % NH == 0 && C / NH <= FA_MAX_HS);
+    const int hs = C / NH, nb = (T + FA_B - 1) / FA_B;
+    const long BH = (long)B * NH;
+    #pragma omp parallel
+    {
+        // D = rowsum(dO ∘ O) per (b, h, t): the Σ_c P·dP term of the softmax backward,
+        // computed once from the output instead of once per key block.
+        #pragma omp for schedule(static)
+        for (long bt = 0; bt < (long)B * T; bt++) {
+            const int b = (int)(bt / T), t = (int)(bt % T);
+            for (int h = 0; h < NH; h++) {
+                const float *o = out + (size_t)bt * C + (size_t)h * hs;
+                const float *g = dout + (size_t)bt * C + (size_t)h * hs;
+                float s = 0.0f;
+                #pragma omp simd reduction(+ : s)
+                for (int d = 0; d < hs; d++) s += o[d] * g[d];
+                delta[((size_t)b * NH + h) * T + t] = s;
+            }
+        }
+        // Early key blocks are seen by the most queries: they go first.
+        #pragma omp for schedule(dynamic, 1)
+        for (long task = 0; task < BH * nb; task++) {
+            const long bh = task % BH;
+            fa_backward_kv_block(dqkv, delta, dout, qkv, lse, (int)(bh / NH), (int)(bh % NH),
+                                 (int)(task / BH), T, C, NH);
+        }
+        #pragma omp for schedule(dynamic, 1)
+        for (long task = 0; task < BH * nb; task++) {
+            const long bh = task % BH;
+            fa_backward_q_block(dqkv, delta, dout, qkv, lse, (int)(bh / NH), (int)(bh % NH),
+                                nb - 1 - (int)(task / BH), T, C, NH);
+        }
+    }
+}

@@ -1,0 +1,41 @@
+#ifndef BG_KERNELS_VEC16_H
+#define BG_KERNELS_VEC16_H
+// Sixteen-float vectors for hand-blocked micro-kernels (flash attention).
+//
+// Why not plain loops with `omp simd`: the project builds with -std=c11, under which
+// GCC does not contract a*b+c into a fused multiply-add (-ffp-contract=off), and it
+// keeps register-blocked accumulator arrays in memory. A micro-kernel that is FMA-
+// bound needs both, so it names its vectors and its FMAs here. With AVX-512 (the
+// -march=native build on this project's machines) these are single instructions;
+// elsewhere a portable fallback in GCC vector extensions gives the same results up
+// to the rounding of a*b+c done in two steps. Internal to kernels/.
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+typedef __m512 v16;
+static inline v16 v16_zero(void) { return _mm512_setzero_ps(); }
+static inline v16 v16_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline void v16_store(float *p, v16 a) { _mm512_storeu_ps(p, a); }
+static inline v16 v16_set1(float x) { return _mm512_set1_ps(x); }
+static inline v16 v16_fma(v16 a, v16 b, v16 c) { return _mm512_fmadd_ps(a, b, c); }  // a·b + c
+// Keeps a loaded vector in a register: without it GCC folds the load into every FMA
+// that uses it, one 512-bit load per FMA, and the loop becomes load-bound.
+#define v16_keep(a) __asm__("" : "+v"(a))
+
+#else
+
+// Macros rather than functions: a function passing 64-byte vectors by value draws
+// GCC's ABI note (-Wpsabi) when AVX-512 is off. The unaligned, may_alias type lets
+// a plain dereference load and store at any float address, legally.
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16_unaligned __attribute__((vector_size(64), aligned(4), may_alias));
+#define v16_zero() ((v16){0})
+#define v16_load(p) ((v16)(*(const v16_unaligned *)(p)))
+#define v16_store(p, a) ((void)(*(v16_unaligned *)(p) = (a)))
+#define v16_set1(x) ((v16){0} + (float)(x))
+#define v16_fma(a, b, c) ((a) * (b) + (c))
+#define v16_keep(a) ((void)0)
+
+#endif
+
+#endif

@@ -1,0 +1,282 @@
+// Incremental decoding with a key/value cache, and sampling (see generate.h).
+#include "model/generate.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels/kernels.h"
+
+// The MoE layer's shape, as model.c builds it, for one process.
+static moe_shape gen_moe_shape(const model_config *c) {
+    moe_shape s = {
+        .C = c->hidden_size,
+        .E = c->num_local_experts,
+        .k = c->num_experts_per_tok,
+        .F = c->moe_intermediate_size,
+        .S = c->num_shared_experts,
+        .act = c->hidden_act,
+        .norm_topk_prob = c->norm_topk_prob,
+        .aux_coef = c->router_aux_loss_coef,
+        .z_coef = c->router_z_loss_coef,
+        .par = NULL,
+    };
+    return s;
+}
+
+// One layout routine for measuring (arena capacity 0) and for real, as model.c does.
+static void gen_layout(gen_state *g, bg_arena *ar) {
+    const model_config *c = &g->m->cfg;
+    size_t C = (size_t)c->hidden_size, V = (size_t)c->vocab_size, T = (size_t)g->T_max;
+    size_t L = (size_t)c->num_hidden_layers, NH = (size_t)c->num_attention_heads;
+    size_t half = C / NH / 2;
+    int any_dense = 0, any_moe = 0;
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        if (model_layer_is_moe(c, l)) any_moe = 1;
+        else any_dense = 1;
+    }
+    g->k_cache = BG_ARENA_NEW(ar, float, L * T * C);
+    g->v_cache = BG_ARENA_NEW(ar, float, L * T * C);
+    g->x = BG_ARENA_NEW(ar, float, C);
+    g->ln = BG_ARENA_NEW(ar, float, C);
+    g->qkv = BG_ARENA_NEW(ar, float, 3 * C);
+    g->atty = BG_ARENA_NEW(ar, float, C);
+    g->x2 = BG_ARENA_NEW(ar, float, C);
+    g->ffn_out = BG_ARENA_NEW(ar, float, C);
+    g->mean = BG_ARENA_NEW(ar, float, 1);
+    g->rstd = BG_ARENA_NEW(ar, float, 1);
+    g->ffn_h = any_dense ? BG_ARENA_NEW(ar, float, ffn_in_rows(c->hidden_act, c->intermediate_size)) : NULL;
+    g->ffn_a = any_dense ? BG_ARENA_NEW(ar, float, c->intermediate_size) : NULL;
+    if (any_moe) {
+        moe_shape ms = gen_moe_shape(c);
+        moe_acts_layout(&g->moe, ar, &ms, 1);
+    }
+    g->scores = BG_ARENA_NEW(ar, float, NH * T);
+    g->rope_cos = BG_ARENA_NEW(ar, float, T * half);
+    g->rope_sin = BG_ARENA_NEW(ar, float, T * half);
+    g->logits = BG_ARENA_NEW(ar, float, V);
+    g->cand = BG_ARENA_NEW(ar, int, V);
+    g->cand_p = BG_ARENA_NEW(ar, float, V);
+}
+
+void gen_init(gen_state *g, const model *m, int T_max) {
+    const model_config *c = &m->cfg;
+    BG_ASSERT(m->par == NULL || m->n_experts == c->num_local_experts);
+    memset(g, 0, sizeof *g);
+    g->m = m;
+    g->T_max = T_max > 0 && T_max < c->max_position_embeddings ? T_max : c->max_position_embeddings;
+    bg_arena measure;
+    bg_arena_init(&measure, 0);
+    gen_layout(g, &measure);
+    bg_arena_init(&g->arena, measure.used);
+    gen_layout(g, &g->arena);
+    if (c->position_embedding == POS_ROPE)
+        rope_tables(g->rope_cos, g->rope_sin, g->T_max, c->hidden_size / c->num_attention_heads,
+                    c->rope_theta);
+}
+
+void gen_free(gen_state *g) {
+    bg_arena_free(&g->arena);
+    memset(g, 0, sizeof *g);
+}
+
+static void norm_row(const model_config *c, float *out, float *mean, float *rstd, const float *inp,
+                     const float *w, const float *b) {
+    if (c->norm == NORM_RMSNORM) rmsnorm_forward(out, rstd, inp, w, 1, c->hidden_size, c->norm_eps);
+    else layernorm_forward(out, mean, rstd, inp, w, b, 1, c->hidden_size, c->norm_eps);
+}
+
+// Causal attention of head h of the one query q (C) over keys/values (T,C) at
+// positions 0..t: attention_forward's row for position t, in the same order of
+// operations (scores, max-subtracted exp, normalize, weighted sum of values).
+// out (C) writes the head's hs values; a (t+1) is workspace.
+static void attend_head(float *out, float *a, const float *q, const float *kc, const float *vc, int t,
+                        int C, int hs, int h) {
+    const float scale = 1.0f / sqrtf((float)hs);
+    const float *qh = q + (size_t)h * hs;
+    float maxv = -FLT_MAX;
+    for (int t2 = 0; t2 <= t; t2++) {
+        const float *k = kc + (size_t)t2 * C + (size_t)h * hs;
+        float s = 0.0f;
+        #pragma omp simd reduction(+ : s)
+        for (int i = 0; i < hs; i++) s += qh[i] * k[i];
+        a[t2] = s * scale;
+        maxv = a[t2] > maxv ? a[t2] : maxv;
+    }
+    float sum = 0.0f;
+    for (int t2 = 0; t2 <= t; t2++) {
+        a[t2] = expf(a[t2] - maxv);
+        sum += a[t2];
+    }
+    const float inv = 1.0f / sum;
+    float *o = out + (size_t)h * hs;
+    for (int i = 0; i < hs; i++) o[i] = 0.0f;
+    for (int t2 = 0; t2 <= t; t2++) {
+        const float *v = vc + (size_t)t2 * C + (size_t)h * hs;
+        const float p = a[t2] * inv;
+        #pragma omp simd
+        for (int i = 0; i < hs; i++) o[i] += p * v[i];
+    }
+}
+
+// All heads; scores (NH, T_max) is workspace. Heads are independent, so long contexts
+// split them over threads. Short ones stay on this thread: a branch rather than an
+// OpenMP `if` clause, because libgomp allocates a team for every serialized region.
+static void attend_one(float *out, float *scores, const float *q, const float *kc, const float *vc,
+                       int t, int T_max, int C, int NH) {
+    const int hs = C / NH;
+    if ((size_t)(t + 1) * C < 16384) {
+        for (int h = 0; h < NH; h++) attend_head(out, scores + (size_t)h * T_max, q, kc, vc, t, C, hs, h);
+        return;
+    }
+    #pragma omp parallel for schedule(static)
+    for (int h = 0; h < NH; h++) attend_head(out, scores + (size_t)h * T_max, q, kc, vc, t, C, hs, h);
+}
+
+// model_forward's list of layer calls for one row at position g->pos.
+const float *gen_step(gen_state *g, int token) {
+    const model *m = g->m;
+    const model_config *c = &m->cfg;
+    const int C = c->hidden_size, V = c->vocab_size, NH = c->num_attention_heads;
+    const int L = c->num_hidden_layers, t = g->pos, half = C / NH / 2;
+    BG_ASSERT(t < g->T_max && token >= 0 && token < V);
+    moe_shape ms = gen_moe_shape(c);
+
+    const float *te = m->w.wte + (size_t)token * C;
+    const float *pe = m->w.wpe ? m->w.wpe + (size_t)t * C : NULL;
+    for (int i = 0; i < C; i++) g->x[i] = pe ? te[i] + pe[i] : te[i];
+    for (int l = 0; l < L; l++) {
+        const layer_params *lp = &m->w.layers[l];
+        float *kc = g->k_cache + (size_t)l * g->T_max * C, *vc = g->v_cache + (size_t)l * g->T_max * C;
+        // attention block: this row's q, k, v; k and v join the cache at row t
+        norm_row(c, g->ln, g->mean, g->rstd, g->x, lp->ln1_w, lp->ln1_b);
+        matmul_forward(g->qkv, g->ln, lp->qkv_w, 1, C, 3 * C);
+        // The tables' row t is the rotation for position t: with B = T = 1 the kernel
+        // reads exactly that row.
+        if (c->position_embedding == POS_ROPE)
+            rope_forward(g->qkv, g->rope_cos + (size_t)t * half, g->rope_sin + (size_t)t * half, 1, 1, C, NH);
+        memcpy(kc + (size_t)t * C, g->qkv + C, sizeof(float) * C);
+        memcpy(vc + (size_t)t * C, g->qkv + 2 * C, sizeof(float) * C);
+        attend_one(g->atty, g->scores, g->qkv, kc, vc, t, g->T_max, C, NH);
+        matmul_forward(g->x2, g->atty, lp->o_w, 1, C, C);
+        vec_add(g->x2, g->x, C);
+        // feed-forward block: dense or MoE (the router sees this one token)
+        norm_row(c, g->ln, g->mean, g->rstd, g->x2, lp->ln2_w, lp->ln2_b);
+        if (lp->is_moe)
+            moe_forward(g->ffn_out, &g->moe, g->ln, &lp->moe, &ms, 1);
+        else
+            ffn_forward(g->ffn_out, g->ffn_h, g->ffn_a, g->ln, lp->ffn_in, lp->ffn_out, 1, C,
+                        c->intermediate_size, c->hidden_act);
+        residual_forward(g->x, g->x2, g->ffn_out, C);
+    }
+    norm_row(c, g->ln, g->mean, g->rstd, g->x, m->w.lnf_w, m->w.lnf_b);
+    matmul_forward(g->logits, g->ln, m->w.lm_head, 1, C, V);
+    g->pos++;
+    return g->logits;
+}
+
+// ---- sampling ------------------------------------------------------------------
+
+// More probable first; equal probabilities by lower id (a total order, so the
+// result does not depend on the sort algorithm).
+static int before(float pa, int ia, float pb, int ib) { return pa > pb || (pa == pb && ia < ib); }
+
+// Sifts position i down a min-heap (the least probable candidate at the root).
+static void heap_down(int *id, float *p, int n, int i) {
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, w = i;
+        if (l < n && before(p[w], id[w], p[l], id[l])) w = l;
+        if (r < n && before(p[w], id[w], p[r], id[r])) w = r;
+        if (w == i) return;
+        float tp = p[i];
+        int ti = id[i];
+        p[i] = p[w], id[i] = id[w];
+        p[w] = tp, id[w] = ti;
+        i = w;
+    }
+}
+
+// Sorts n candidates most probable first: heap sort, in place, no allocation
+// (qsort's comparator cannot see the probabilities beside the ids without a global).
+static void sort_candidates(int *id, float *p, int n) {
+    for (int i = n / 2 - 1; i >= 0; i--) heap_down(id, p, n, i);
+    for (int end = n - 1; end > 0; end--) {
+        float tp = p[0];
+        int ti = id[0];
+        p[0] = p[end], id[0] = id[end];
+        p[end] = tp, id[end] = ti;
+        heap_down(id, p, end, 0);
+    }
+}
+
+int gen_sample(gen_state *g, const float *logits, const gen_sampling *s, bg_rng *rng) {
+    const int V = g->m->cfg.vocab_size;
+    int best = 0;
+    for (int i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    if (s->temperature <= 0.0f) return best;
+
+    // Softmax of logits / temperature, shifted by the maximum so exp never overflows.
+    const float inv_t = 1.0f / s->temperature, maxv = logits[best];
+    int *id = g->cand;
+    float *p = g->cand_p;
+    int n = V;
+    if (s->top_k > 0 && s->top_k < V) {
+        // The k most probable by a min-heap of k: O(V log k), not a sort of V.
+        n = s->top_k;
+        for (int i = 0; i < n; i++) id[i] = i, p[i] = logits[i];
+        for (int i = n / 2 - 1; i >= 0; i--) heap_down(id, p, n, i);
+        for (int i = n; i < V; i++)
+            if (before(logits[i], i, p[0], id[0])) {
+                p[0] = logits[i], id[0] = i;
+                heap_down(id, p, n, 0);
+            }
+        for (int i = 0; i < n; i++) p[i] = expf((p[i] - maxv) * inv_t);
+    } else {
+        for (int i = 0; i < V; i++) id[i] = i, p[i] = expf((logits[i] - maxv) * inv_t);
+    }
+    // Then top_p of what top_k left, renormalized (as Hugging Face chains the two):
+    // the most probable candidates until their share of the mass reaches top_p.
+    if (s->top_p < 1.0f) {
+        double total = 0;
+        for (int i = 0; i < n; i++) total += p[i];
+        sort_candidates(id, p, n);
+        double cum = 0, want = (double)s->top_p * total;
+        int keep = 0;
+        while (keep < n) {
+            cum += p[keep++];
+            if (cum >= want) break;
+        }
+        n = keep;
+    }
+    double mass = 0;
+    for (int i = 0; i < n; i++) mass += p[i];
+    double u = bg_rng_uniform(rng) * mass, cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += p[i];
+        if (u < cum) return id[i];
+    }
+    return id[n - 1];  // u rounded up to the whole mass
+}
+
+int gen_generate(gen_state *g, const int *prompt, int n_prompt, int max_new,
+                 const gen_sampling *s, uint64_t seed, int eot, int *out,
+                 int (*on_token)(void *ctx, int token), void *ctx) {
+    BG_ASSERT(n_prompt >= 1 && n_prompt <= g->T_max);
+    bg_rng rng;
+    bg_rng_seed(&rng, seed);
+    gen_reset(g);
+    const float *logits = NULL;
+    for (int i = 0; i < n_prompt; i++) logits = gen_step(g, prompt[i]);
+    int n = 0;
+    while (n < max_new) {
+        int tok = gen_sample(g, logits, s, &rng);
+        out[n++] = tok;
+        if (on_token && on_token(ctx, tok)) break;
+        if (tok == eot || n == max_new || g->pos == g->T_max) break;
+        logits = gen_step(g, tok);
+    }
+    return n;
+}

@@ -1,0 +1,254 @@
+// Flash attention (tiled, online softmax) against
+//   1. a double-precision reference of causal attention, forward and analytic backward,
+//      on shapes with odd head sizes and T not a multiple of the 64-query block;
+//   2. the naive float kernels attention_forward/attention_backward on the same inputs;
+//   3. centred finite differences of the double forward on tiny cases (the backward
+//      is the derivative of the forward, not just equal to another implementation);
+//   4. itself under 1, 2 and 3 threads: results must be bitwise identical.
+// Gradients are pre-filled with random values G0 to check the "+=" contract, and
+// outputs, lse and workspace with garbage to check that they are overwritten.
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "test_util.h"
+
+static float *falloc(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
+static double *dalloc(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
+
+static void to_double(double *d, const float *f, size_t n) {
+    for (size_t i = 0; i < n; i++) d[i] = f[i];
+}
+
+// ---- double reference ---------------------------------------------------------------
+
+// out (B,T,C), lse (B,NH,T); if dqkv: dqkv (B,T,3C) = d(Σ dout·out)/d(qkv) (writes).
+static void ref_attention(double *out, double *lse, double *dqkv, const double *dout,
+                          const double *qkv, int B, int T, int C, int NH) {
+    const int hs = C / NH;
+    const size_t C3 = 3 * (size_t)C;
+    const double scale = 1.0 / sqrt((double)hs);
+    double *p = dalloc(T), *dp = dalloc(T);
+    if (dqkv) memset(dqkv, 0, sizeof(double) * B * T * C3);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const double *base = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+                const double *q = base + t * C3;
+                double maxv = -INFINITY, sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    double s = 0;
+                    for (int i = 0; i < hs; i++) s += q[i] * base[u * C3 + C + i];
+                    p[u] = s * scale;
+                    if (p[u] > maxv) maxv = p[u];
+                }
+                for (int u = 0; u <= t; u++) sum += (p[u] = exp(p[u] - maxv));
+                for (int u = 0; u <= t; u++) p[u] /= sum;
+                if (lse) lse[((size_t)b * NH + h) * T + t] = maxv + log(sum);
+                double *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+                for (int i = 0; i < hs; i++) {
+                    double s = 0;
+                    for (int u = 0; u <= t; u++) s += p[u] * base[u * C3 + 2 * C + i];
+                    o[i] = s;
+                }
+                if (!dqkv) continue;
+                // softmax backward: dS = P ∘ (dP - Σ P·dP), S = scale·q·k
+                const double *dy = dout + ((size_t)b * T + t) * C + (size_t)h * hs;
+                double D = 0;
+                for (int u = 0; u <= t; u++) {
+                    double s = 0;
+                    for (int i = 0; i < hs; i++) s += dy[i] * base[u * C3 + 2 * C + i];
+                    dp[u] = s;
+                    D += p[u] * s;
+                }
+                double *dbase = dqkv + (size_t)b * T * C3 + (size_t)h * hs;
+                for (int u = 0; u <= t; u++) {
+                    const double ds = p[u] * (dp[u] - D) * scale;
+                    for (int i = 0; i < hs; i++) {
+                        dbase[t * C3 + i] += ds * base[u * C3 + C + i];
+                        dbase[u * C3 + C + i] += ds * q[i];
+                        dbase[u * C3 + 2 * C + i] += p[u] * dy[i];
+                    }
+                }
+            }
+    free(p), free(dp);
+}
+
+// ---- inputs -------------------------------------------------------------------------
+
+// Random qkv of standard deviation std. `growing`: key t is scaled by 1 + t/32, so a
+// query's largest score keeps moving to later key blocks and the online softmax must
+// rescale its running sums block after block.
+static void fill_qkv(float *qkv, int B, int T, int C, double std, int growing) {
+    tu_fill_normal(qkv, (size_t)B * T * 3 * C, std);
+    if (!growing) return;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *k = qkv + ((size_t)b * T + t) * 3 * C + C;
+            for (int i = 0; i < C; i++) k[i] *= 1.0f + t / 32.0f;
+        }
+}
+
+// ---- 1 and 2: against the double reference and the naive kernels --------------------
+
+static void test_equal_to_reference(int B, int T, int C, int NH, double std, int growing) {
+    const size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C,
+                 nl = (size_t)B * NH * T, natt = (size_t)B * NH * T * T;
+    float *qkv = falloc(nqkv), *out = falloc(no), *lse = falloc(nl), *dout = falloc(no),
+          *delta = falloc(nl), *g0 = falloc(nqkv), *dqkv = falloc(nqkv);
+    tu_seed(1000 + T * 7 + C);
+    fill_qkv(qkv, B, T, C, std, growing);
+    tu_fill_normal(dout, no, 1.0);
+    tu_fill_normal(g0, nqkv, 1.0);
+    tu_fill_normal(out, no, 100.0);      // stale outputs must be overwritten,
+    tu_fill_normal(lse, nl, 100.0);
+    tu_fill_normal(delta, nl, 100.0);    // and the workspace need not be clean
+    double *dq = dalloc(nqkv), *ddout = dalloc(no), *rout = dalloc(no), *rlse = dalloc(nl),
+           *rd = dalloc(nqkv);
+    to_double(dq, qkv, nqkv);
+    to_double(ddout, dout, no);
+    ref_attention(rout, rlse, rd, ddout, dq, B, T, C, NH);
+    for (size_t i = 0; i < nqkv; i++) rd[i] += g0[i];
+
+    flash_attention_forward(out, lse, qkv, B, T, C, NH);
+    memcpy(dqkv, g0, nqkv * sizeof(float));
+    flash_attention_backward(dqkv, delta, dout, qkv, out, lse, B, T, C, NH);
+
+    // Tolerances. out is a convex combination of O(std) values: float roundings of
+    // the hs-term scores, exp (1e-7) and the T-term sums (the online rescaling adds
+    // one multiply per key block) stay near 1e-6 relative; 2e-5 leaves margin for
+    // T = 300 while a wrong mask or a missed rescale errs by O(1e-2) or more.
+    // lse is a log of a sum of ≤ T terms near its max: absolute 1e-5 on values up
+    // to ~100 (std 3), so 1e-5 + 1e-6 relative. Gradients chain two such passes on
+    // O(1) numbers and sum up to T of them: 1e-4 absolute and relative (measured
+    // errors are 10-100x smaller; an index or mask bug errs by O(0.1)).
+    char what[128];
+    snprintf(what, sizeof what, "flash fwd vs reference B=%d T=%d C=%d NH=%d std=%g%s", B, T,
+             C, NH, std, growing ? " growing" : "");
+    tu_expect_close(what, out, rout, no, 2e-5 * std, 2e-5);
+    snprintf(what, sizeof what, "flash lse vs reference B=%d T=%d C=%d NH=%d std=%g%s", B, T,
+             C, NH, std, growing ? " growing" : "");
+    tu_expect_close(what, lse, rlse, nl, 1e-5, 1e-6);
+    snprintf(what, sizeof what, "flash dqkv vs reference B=%d T=%d C=%d NH=%d std=%g%s", B, T,
+             C, NH, std, growing ? " growing" : "");
+    tu_expect_close(what, dqkv, rd, nqkv, 1e-4, 1e-4);
+
+    // The naive float kernels on the same inputs: the same two quantities computed
+    // with different summation orders, so the same tolerances apply between them.
+    float *nout = falloc(no), *att = falloc(natt), *scratch = falloc(natt), *nd = falloc(nqkv);
+    attention_forward(nout, att, qkv, B, T, C, NH);
+    memcpy(nd, g0, nqkv * sizeof(float));
+    attention_backward(nd, scratch, dout, qkv, att, B, T, C, NH);
+    double *want = dalloc(nqkv);
+    to_double(want, nout, no);
+    snprintf(what, sizeof what, "flash fwd vs naive B=%d T=%d C=%d NH=%d", B, T, C, NH);
+    tu_expect_close(what, out, want, no, 2e-5 * std, 2e-5);
+    to_double(want, nd, nqkv);
+    snprintf(what, sizeof what, "flash dqkv vs naive B=%d T=%d C=%d NH=%d", B, T, C, NH);
+    tu_expect_close(what, dqkv, want, nqkv, 1e-4, 1e-4);
+
+    free(want), free(nout), free(att), free(scratch), free(nd);
+    free(dq), free(ddout), free(rout), free(rlse), free(rd);
+    free(qkv), free(out), free(lse), free(dout), free(delta), free(g0), free(dqkv);
+}
+
+// ---- 3: finite differences ------------------------------------------------------------
+
+typedef struct {
+    int B, T, C, NH;
+    double *qkv, *w, *out;
+} fd_ctx;
+
+// L = Σ w·out, computed in double.
+static double fd_loss(fd_ctx *c) {
+    ref_attention(c->out, NULL, NULL, NULL, c->qkv, c->B, c->T, c->C, c->NH);
+    double s = 0;
+    for (size_t i = 0; i < (size_t)c->B * c->T * c->C; i++) s += c->w[i] * c->out[i];
+    return s;
+}
+
+// h = 1e-5 in double: truncation ~h²·|f'''| and cancellation ~1e-16·|L|/h are both
+// ~1e-10, so the difference quotient is exact at float tolerances.
+static void test_finite_differences(int B, int T, int C, int NH) {
+    const size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    float *qkv = falloc(nqkv), *w = falloc(no), *out = falloc(no), *lse = falloc(nl),
+          *delta = falloc(nl), *g0 = falloc(nqkv), *dqkv = falloc(nqkv);
+    tu_seed(77 + T);
+    fill_qkv(qkv, B, T, C, 1.0, 0);
+    tu_fill_normal(w, no, 1.0);
+    tu_fill_normal(g0, nqkv, 1.0);
+    fd_ctx c = {B, T, C, NH, dalloc(nqkv), dalloc(no), dalloc(no)};
+    to_double(c.qkv, qkv, nqkv);
+    to_double(c.w, w, no);
+    double *want = dalloc(nqkv);
+    for (size_t i = 0; i < nqkv; i++) {
+        const double x0 = c.qkv[i];
+        c.qkv[i] = x0 + 1e-5;
+        const double lp = fd_loss(&c);
+        c.qkv[i] = x0 - 1e-5;
+        const double lm = fd_loss(&c);
+        c.qkv[i] = x0;
+        want[i] = g0[i] + (lp - lm) / 2e-5;
+    }
+    flash_attention_forward(out, lse, qkv, B, T, C, NH);
+    memcpy(dqkv, g0, nqkv * sizeof(float));
+    flash_attention_backward(dqkv, delta, w, qkv, out, lse, B, T, C, NH);
+    // As for the naive kernel in test_kernels_grad.c: O(1) gradients after ~20
+    // float roundings, 1e-5; these T are small enough to keep that bound.
+    char what[96];
+    snprintf(what, sizeof what, "flash dqkv vs finite differences B=%d T=%d C=%d NH=%d", B, T,
+             C, NH);
+    tu_expect_close(what, dqkv, want, nqkv, 1e-5, 1e-5);
+    free(want), free(c.qkv), free(c.w), free(c.out);
+    free(qkv), free(w), free(out), free(lse), free(delta), free(g0), free(dqkv);
+}
+
+// ---- 4: thread-count independence ---------------------------------------------------------
+
+static void test_threads(int B, int T, int C, int NH) {
+    const size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    float *qkv = falloc(nqkv), *dout = falloc(no), *delta = falloc(nl);
+    float *out[3], *lse[3], *dqkv[3];
+    tu_seed(5);
+    fill_qkv(qkv, B, T, C, 1.0, 0);
+    tu_fill_normal(dout, no, 1.0);
+    const int saved = omp_get_max_threads();
+    for (int k = 0; k < 3; k++) {
+        out[k] = falloc(no), lse[k] = falloc(nl), dqkv[k] = falloc(nqkv);
+        omp_set_num_threads(k + 1);
+        flash_attention_forward(out[k], lse[k], qkv, B, T, C, NH);
+        flash_attention_backward(dqkv[k], delta, dout, qkv, out[k], lse[k], B, T, C, NH);
+    }
+    omp_set_num_threads(saved);
+    for (int k = 1; k < 3; k++) {
+        TU_CHECK(!memcmp(out[0], out[k], no * sizeof(float)), "out differs, 1 vs %d threads", k + 1);
+        TU_CHECK(!memcmp(lse[0], lse[k], nl * sizeof(float)), "lse differs, 1 vs %d threads", k + 1);
+        TU_CHECK(!memcmp(dqkv[0], dqkv[k], nqkv * sizeof(float)), "dqkv differs, 1 vs %d threads",
+                 k + 1);
+    }
+    for (int k = 0; k < 3; k++) free(out[k]), free(lse[k]), free(dqkv[k]);
+    free(qkv), free(dout), free(delta);
+}
+
+int main(void) {
+    // Odd head sizes (4, 5, 7, 9, 22) run every remainder path of the 4-wide register
+    // blocks; T = 1, 5, 67, 130, 300 give one partial block, one block plus 3, two
+    // plus 2, four plus 44.
+    test_equal_to_reference(2, 5, 12, 3, 1.0, 0);     // hs 4
+    test_equal_to_reference(1, 7, 15, 3, 1.0, 0);     // hs 5
+    test_equal_to_reference(2, 1, 8, 2, 1.0, 0);      // T = 1: one key, P = 1
+    test_equal_to_reference(2, 64, 32, 2, 1.0, 0);    // exactly one block, hs 16
+    test_equal_to_reference(1, 67, 10, 2, 1.0, 0);    // hs 5
+    test_equal_to_reference(2, 130, 36, 4, 1.0, 0);   // hs 9
+    test_equal_to_reference(1, 129, 7, 1, 1.0, 0);    // hs 7, one head
+    test_equal_to_reference(1, 200, 66, 3, 1.5, 1);   // hs 22, large and growing scores
+    test_equal_to_reference(1, 300, 256, 4, 1.0, 0);  // M1's hs 64
+    test_equal_to_reference(1, 70, 256, 1, 1.0, 1);   // hs 256, the largest supported
+    test_finite_differences(2, 5, 12, 3);
+    test_finite_differences(1, 67, 10, 2);  // crosses a block boundary
+    test_threads(2, 150, 24, 3);
+    return tu_finish("kernels/test_flash_attention");
+}

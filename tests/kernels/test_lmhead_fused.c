@@ -1,0 +1,100 @@
+// The fused LM head + cross-entropy (lmhead_xent_fused, lmhead_xent_forward) against
+// the unfused path: matmul_forward to whole (N,V) logits, crossentropy_forward and
+// _backward, matmul_backward. Chunk sizes that divide N, that do not (a short last
+// chunk), of one row, and larger than N (one chunk). dx and dW are pre-filled with
+// random values to check the "+=" contract; losses and lse with garbage.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "test_util.h"
+
+static float *falloc(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
+
+static void expect_close_f(const char *what, const float *got, const float *want, size_t n,
+                           double atol, double rtol) {
+    double *w = malloc(n * sizeof(double));
+    for (size_t i = 0; i < n; i++) w[i] = want[i];
+    tu_expect_close(what, got, w, n, atol, rtol);
+    free(w);
+}
+
+static void test_fused(int N, int C, int V, int chunk) {
+    const size_t nx = (size_t)N * C, nw = (size_t)V * C, nl = (size_t)N * V;
+    float *x = falloc(nx), *W = falloc(nw), *dx0 = falloc(nx), *dW0 = falloc(nw);
+    int *targets = malloc(sizeof(int) * N);
+    tu_seed(100 + N + C + V + chunk);
+    tu_fill_normal(x, nx, 1.0);
+    tu_fill_normal(W, nw, 0.3);  // logits of std ~0.3·√C: a few units, as in training
+    tu_fill_normal(dx0, nx, 1.0);
+    tu_fill_normal(dW0, nw, 1.0);
+    for (int n = 0; n < N; n++) targets[n] = (int)(tu_uniform() * V);
+    const float scale = 1.0f / N;
+
+    // unfused
+    float *logits = falloc(nl), *losses = falloc(N), *lse = falloc(N), *dx = falloc(nx),
+          *dW = falloc(nw);
+    memcpy(dx, dx0, nx * sizeof(float));
+    memcpy(dW, dW0, nw * sizeof(float));
+    matmul_forward(logits, x, W, N, C, V);
+    crossentropy_forward(losses, lse, logits, targets, N, V);
+    crossentropy_backward(logits, logits, lse, targets, scale, N, V);
+    matmul_backward(dx, dW, logits, x, W, N, C, V);
+
+    // fused
+    float *buf = falloc((size_t)chunk * V), *flosses = falloc(N), *flse = falloc(N),
+          *fdx = falloc(nx), *fdW = falloc(nw);
+    tu_fill_normal(flosses, N, 100.0);
+    tu_fill_normal(flse, N, 100.0);
+    memcpy(fdx, dx0, nx * sizeof(float));
+    memcpy(fdW, dW0, nw * sizeof(float));
+    lmhead_xent_fused(flosses, flse, fdx, fdW, x, W, targets, scale, N, C, V, buf, chunk);
+
+    // Tolerances. The losses and lse come from the same row-wise kernels on logits
+    // that are C-term dots in both paths (GEMM blocking over rows may change their
+    // rounding by an ulp or two: 1e-6 of values of a few units). dx sums V terms per
+    // element exactly as before (one GEMM per chunk of rows, rows independent). dW
+    // sums N terms, in per-chunk partial sums added in turn instead of one GEMM:
+    // rounding of N terms of size scale·|x| ~ 1/N, far below 1e-6 absolute on values
+    // near the random G0 ~ 1. A chunk skipped, repeated or misaligned errs by ~1/N.
+    char what[96];
+    snprintf(what, sizeof what, "fused losses N=%d C=%d V=%d chunk=%d", N, C, V, chunk);
+    expect_close_f(what, flosses, losses, N, 1e-6, 1e-6);
+    snprintf(what, sizeof what, "fused lse N=%d C=%d V=%d chunk=%d", N, C, V, chunk);
+    expect_close_f(what, flse, lse, N, 1e-6, 1e-6);
+    snprintf(what, sizeof what, "fused dx N=%d C=%d V=%d chunk=%d", N, C, V, chunk);
+    expect_close_f(what, fdx, dx, nx, 1e-6, 1e-6);
+    snprintf(what, sizeof what, "fused dW N=%d C=%d V=%d chunk=%d", N, C, V, chunk);
+    expect_close_f(what, fdW, dW, nw, 1e-6, 1e-6);
+
+    // NULL gradients are skipped: the losses are still right.
+    tu_fill_normal(flosses, N, 100.0);
+    lmhead_xent_fused(flosses, flse, NULL, NULL, x, W, targets, scale, N, C, V, buf, chunk);
+    snprintf(what, sizeof what, "fused losses (no grads) N=%d chunk=%d", N, chunk);
+    expect_close_f(what, flosses, losses, N, 1e-6, 1e-6);
+
+    // Forward only.
+    tu_fill_normal(flosses, N, 100.0);
+    tu_fill_normal(flse, N, 100.0);
+    lmhead_xent_forward(flosses, flse, x, W, targets, N, C, V, buf, chunk);
+    snprintf(what, sizeof what, "forward-only losses N=%d C=%d V=%d chunk=%d", N, C, V, chunk);
+    expect_close_f(what, flosses, losses, N, 1e-6, 1e-6);
+    snprintf(what, sizeof what, "forward-only lse N=%d C=%d V=%d chunk=%d", N, C, V, chunk);
+    expect_close_f(what, flse, lse, N, 1e-6, 1e-6);
+
+    free(x), free(W), free(dx0), free(dW0), free(targets);
+    free(logits), free(losses), free(lse), free(dx), free(dW);
+    free(buf), free(flosses), free(flse), free(fdx), free(fdW);
+}
+
+int main(void) {
+    test_fused(64, 16, 101, 16);    // chunks divide N
+    test_fused(67, 16, 101, 16);    // a last chunk of 3 rows
+    test_fused(37, 9, 50, 1);       // one row at a time
+    test_fused(20, 12, 33, 64);     // one chunk larger than N
+    test_fused(600, 64, 1000, 256);  // the model's default chunk, 600 = 2·256 + 88
+    matmul_cache_clear();
+    return tu_finish("kernels/test_lmhead_fused");
+}
