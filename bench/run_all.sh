@@ -3,10 +3,12 @@
 set -euo pipefail
 BUILD=${1:-build}
 echo "== M1 (vocab 50257, ctx 256, hidden 256, 4 layers, 8 experts top-2, batch 8), fp32, 2 threads"
-"$BUILD/bench_step" --config configs/m1.json --batch 8 --seq 256 --threads 2 --steps 10
+"$BUILD/bench/bench_step" --config configs/m1.json --batch 8 --seq 256 --threads 2 --steps 10
 echo "== M2 (vocab 8192, ctx 512, hidden 512, 8 layers, 16 experts top-2, SwiGLU/RMSNorm/RoPE, batch 8), fp32, 2 threads"
-"$BUILD/bench_step" --config configs/m2.json --batch 8 --seq 512 --threads 2 --steps 10
+"$BUILD/bench/bench_step" --config configs/m2.json --batch 8 --seq 512 --threads 2 --steps 10
 echo "== tokenizer: bagualu vs gpt-3-encoder (node) on the same text"
 bench/bench_tokenizer.sh "$BUILD"
 echo "== bagualu beside PyTorch (bench/peer_torch.py: default and tuned set-ups), M1 and M2, fp32 and bf16"
 "$(dirname "$0")/run_peer.sh" "$BUILD"
+echo "== expert + data parallel: M1 at P=2 x 1 thread vs P=1 x 2 threads; flat vs hierarchical all-to-all"
+bench/bench_parallel.sh "$BUILD"
