@@ -66,6 +66,8 @@ int cmd_eval(int argc, char **argv) {
     size_t available = loader.windows / (size_t)B;
     if (!batches || (size_t)batches > available) batches = (int)available;
 
+    // Loss only: the fused LM head (long batches) then skips its two gradient GEMMs.
+    m.opt.no_grad = 1;
     model_prepare(&m, B, T);
     int *inputs = bg_malloc(sizeof(int) * (size_t)B * T), *targets = bg_malloc(sizeof(int) * (size_t)B * T);
     double sum = 0, t0 = bg_now();
