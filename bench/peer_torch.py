@@ -22,9 +22,10 @@ src/model/model.c model_flops_per_token): 6·active matmul params·tokens + 12·
   /usr/bin/python3 bench/peer_torch.py --model m1|m2 --dtype fp32|bf16 [--threads N]
       [--steps N] [--warmup N] [--max-seconds S] [--config path.json] [--batch B] [--seq T]
 --threads 0 (the default) leaves torch's own thread count alone (its default configuration).
---max-seconds bounds a very slow configuration: warm-up stops after half of it, timed steps
-after all of it (at least one timed step runs, unless the warm-up alone used the whole
-budget: then that step is reported, flagged warmup_only); the JSON says how many ran.
+--max-seconds bounds a very slow configuration: no warm-up step starts that would end past
+half of it, no timed step one that would end past all of it, judged by the last step's time
+(at least one timed step runs, unless even that would break the budget: then the first
+warm-up step is reported, flagged warmup_only); the JSON says how many steps ran.
 """
 import argparse
 import contextlib
@@ -345,20 +346,20 @@ def main():
         t3 = time.perf_counter()
         return t3 - t0, t1 - t0, t2 - t1, t3 - t2, loss.item()
 
-    def over(frac):
-        return a.max_seconds and time.perf_counter() - start > a.max_seconds * frac
+    def over(frac, last):  # would one more step of `last` seconds end past frac of the budget?
+        return a.max_seconds and time.perf_counter() - start + last > a.max_seconds * frac
 
     start = time.perf_counter()
-    warm, times, parts, losses, warmup_only = 0, [], [0.0, 0.0, 0.0], [], False
-    while warm < a.warmup and not over(0.5):
+    warm, times, parts, losses, warmup_only, last = 0, [], [0.0, 0.0, 0.0], [], False, 0.0
+    while warm < a.warmup and not over(0.5, last):
         sample = step()
-        warm += 1
-    if warm and over(1.0):
-        # One warm-up step alone used the whole budget (e.g. a reference BLAS): report that
-        # step, flagged; its one-time costs are small beside a step this slow.
+        warm, last = warm + 1, sample[0]
+    if warm and over(1.0, last):
+        # One timed step would break the budget (e.g. a reference BLAS): report the warm-up
+        # step instead, flagged; its one-time costs are small beside a step this slow.
         warmup_only = True
         times, parts, losses = [sample[0]], list(sample[1:4]), [sample[4]]
-    while not warmup_only and len(times) < a.steps and not (times and over(1.0)):
+    while not warmup_only and len(times) < a.steps and not (times and over(1.0, times[-1])):
         dt, f, b, o, loss = step()
         times.append(dt)
         parts = [parts[0] + f, parts[1] + b, parts[2] + o]

@@ -17,18 +17,26 @@
 // a small tile on the stack. Softmax statistics are then vectors over query rows (the
 // forward keeps Sᵀ, keys × queries), so the online softmax has no horizontal sums.
 //
-// Work is split into tasks that each write disjoint outputs, so results are
-// deterministic and do not depend on the thread count or the schedule:
-//   forward:    one task per (b, h, query block);
-//   backward:   one task per (b, h, key block) for dK, dV (it reads every query
-//               block at or after it), then one per (b, h, query block) for dQ.
-// The two backward passes both recompute P and dP, 7 tile products per (query,
-// key) block pair instead of 5 with atomics or per-thread dQ copies; in exchange
-// there are no races, no extra memory, and parallelism down to B·NH·T/FA_B tasks.
+// Work is split into tasks that each write disjoint outputs (no atomics), so results
+// are deterministic:
+//   forward:  one task per (b, h, query block).
+//   backward: dK and dV of a key block sum over the query blocks at or after it, dQ
+//             of a query block over the key blocks up to it. Two schedules:
+//     per head:  one task per (b, h) walks its key blocks and, for each, the query
+//                blocks after it: 5 tile products per (query, key) block pair, dQ
+//                collected in the caller's scratch. B·NH tasks.
+//     two pass:  one task per (b, h, key block) for dK, dV, then one per (b, h,
+//                query block) for dQ, which recomputes P and dP: 7 products per
+//                pair, but B·NH·T/64 tasks.
+//   The per-head schedule runs when B·NH tasks keep the threads about as busy as
+//   the finer one would (see flash_attention_backward). Both add the same numbers in
+//   the same order, so the results are bitwise equal and do not depend on the thread
+//   count either (tested).
 #include "kernels/kernels.h"
 
 #include <float.h>
 #include <math.h>
+#include <omp.h>
 
 #include "core/error.h"
 #include "kernels/vec16.h"
@@ -255,10 +263,12 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
 
 // One (b, h, key block): dK and dV of keys k0..k0+nk-1, from every query at or after
 // them. Tiles are row-major here (queries × keys): the vectors run over keys, so dKᵀ
-// and dVᵀ accumulate in registers over the queries.
-static void fa_backward_kv_block(float *dqkv, const float *delta, const float *dout,
-                                 const float *qkv, const float *lse, int b, int h, int kb,
-                                 int T, int C, int NH) {
+// and dVᵀ accumulate in registers over the queries. With dq_acc (the head's dQᵀ
+// accumulators, one (hs, FA_B) tile per query block), also adds this key block's
+// part of dQ there, exactly as fa_backward_q_block would.
+static void fa_backward_kv_block(float *dqkv, float *dq_acc, const float *delta,
+                                 const float *dout, const float *qkv, const float *lse, int b,
+                                 int h, int kb, int T, int C, int NH) {
     const int hs = C / NH, k0 = kb * FA_B, nk = imin(FA_B, T - k0);
     const size_t C3 = 3 * (size_t)C;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -268,7 +278,7 @@ static void fa_backward_kv_block(float *dqkv, const float *delta, const float *d
     const float *lrow = lse + ((size_t)b * NH + h) * T, *drow = delta + ((size_t)b * NH + h) * T;
 
     float Kt[hs * FA_B], Vt[hs * FA_B], dKt[hs * FA_B], dVt[hs * FA_B];
-    float P[FA_B * FA_B], dS[FA_B * FA_B];
+    float P[FA_B * FA_B], dS[FA_B * FA_B], dSt[FA_B * FA_B];
     pack_transposed(Kt, K + (size_t)k0 * C3, C3, nk, hs);
     pack_transposed(Vt, V + (size_t)k0 * C3, C3, nk, hs);
     for (int i = 0; i < hs * FA_B; i++) dKt[i] = 0.0f, dVt[i] = 0.0f;
@@ -291,6 +301,18 @@ static void fa_backward_kv_block(float *dqkv, const float *delta, const float *d
         }
         tile_xtw(dVt, dO + (size_t)q0 * C, C, P, nq, hs);   // dVᵀ += dOᵀ P
         tile_xtw(dKt, Q + (size_t)q0 * C3, C3, dS, nq, hs);  // dKᵀ += Qᵀ dS
+        if (dq_acc) {
+            // dQᵀ += Kᵀ dSᵀ. dS equals, bit for bit, the dSᵀ fa_backward_q_block
+            // computes (the same products, sums and exps), and padded queries get 0
+            // there too.
+            for (int c = 0; c < nk; c++) {
+                float *d = dSt + (size_t)c * FA_B;
+                for (int r = 0; r < nq; r++) d[r] = dS[(size_t)r * FA_B + c];
+                for (int r = nq; r < FA_B; r++) d[r] = 0.0f;
+            }
+            tile_xtw(dq_acc + (size_t)(q0 / FA_B) * hs * FA_B, K + (size_t)k0 * C3, C3, dSt, nk,
+                     hs);
+        }
     }
     for (int c = 0; c < nk; c++) {
         float *dk = dqkv + ((size_t)b * T + k0 + c) * C3 + C + (size_t)h * hs, *dv = dk + C;
@@ -344,13 +366,46 @@ static void fa_backward_q_block(float *dqkv, const float *delta, const float *do
     }
 }
 
+// One (b, h), the per-head schedule: every key block in turn, its dQ parts collected
+// in dq_acc (nb tiles of (hs, FA_B)) in the order fa_backward_q_block adds them.
+static void fa_backward_head(float *dqkv, float *dq_acc, const float *delta, const float *dout,
+                             const float *qkv, const float *lse, int b, int h, int T, int C,
+                             int NH) {
+    const int hs = C / NH, nb = (T + FA_B - 1) / FA_B;
+    const size_t C3 = 3 * (size_t)C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (size_t i = 0; i < (size_t)nb * hs * FA_B; i++) dq_acc[i] = 0.0f;
+    for (int kb = 0; kb < nb; kb++)
+        fa_backward_kv_block(dqkv, dq_acc, delta, dout, qkv, lse, b, h, kb, T, C, NH);
+    for (int qb = 0; qb < nb; qb++) {
+        const int q0 = qb * FA_B, nq = imin(FA_B, T - q0);
+        const float *dQt = dq_acc + (size_t)qb * hs * FA_B;
+        for (int r = 0; r < nq; r++) {
+            float *dq = dqkv + ((size_t)b * T + q0 + r) * C3 + (size_t)h * hs;
+            for (int d = 0; d < hs; d++) dq[d] += dQt[(size_t)d * FA_B + r] * scale;
+        }
+    }
+}
+
+size_t flash_attention_scratch_size(int B, int T, int C, int NH) {
+    const size_t nb = ((size_t)T + FA_B - 1) / FA_B;
+    // delta (B,NH,T), then dQᵀ tiles for every (b, h): (B,NH,nb,hs,FA_B)
+    return (size_t)B * NH * T + (size_t)B * NH * nb * (C / NH) * FA_B;
+}
+
 // dout (B,T,C), out (B,T,C) and lse (B,NH,T) from the forward; dqkv (B,T,3C) +=;
-// delta (B,NH,T) is workspace.
-void flash_attention_backward(float *dqkv, float *delta, const float *dout, const float *qkv,
+// scratch (flash_attention_scratch_size floats) is workspace.
+void flash_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                               const float *out, const float *lse, int B, int T, int C, int NH) {
     BG_ASSERT(C % NH == 0 && C / NH <= FA_MAX_HS);
     const int hs = C / NH, nb = (T + FA_B - 1) / FA_B;
     const long BH = (long)B * NH;
+    float *delta = scratch, *dq_acc = scratch + (size_t)B * NH * T;
+    // Per head, each thread gets ceil(BH/P) of B·NH equal tasks, 5 products per block
+    // pair; in two passes about BH/P heads' worth of 7 products (the tasks are small
+    // enough to balance). The per-head schedule wins when 5·ceil(BH/P) <= 7·BH/P.
+    const long P = omp_get_max_threads();
+    const int per_head = 5 * ((BH + P - 1) / P) * P <= 7 * BH;
     #pragma omp parallel
     {
         // D = rowsum(dO ∘ O) per (b, h, t): the Σ_c P·dP term of the softmax backward,
@@ -367,18 +422,25 @@ void flash_attention_backward(float *dqkv, float *delta, const float *dout, cons
                 delta[((size_t)b * NH + h) * T + t] = s;
             }
         }
-        // Early key blocks are seen by the most queries: they go first.
-        #pragma omp for schedule(dynamic, 1)
-        for (long task = 0; task < BH * nb; task++) {
-            const long bh = task % BH;
-            fa_backward_kv_block(dqkv, delta, dout, qkv, lse, (int)(bh / NH), (int)(bh % NH),
-                                 (int)(task / BH), T, C, NH);
-        }
-        #pragma omp for schedule(dynamic, 1)
-        for (long task = 0; task < BH * nb; task++) {
-            const long bh = task % BH;
-            fa_backward_q_block(dqkv, delta, dout, qkv, lse, (int)(bh / NH), (int)(bh % NH),
-                                nb - 1 - (int)(task / BH), T, C, NH);
+        if (per_head) {
+            #pragma omp for schedule(dynamic, 1)
+            for (long bh = 0; bh < BH; bh++)
+                fa_backward_head(dqkv, dq_acc + (size_t)bh * nb * hs * FA_B, delta, dout, qkv,
+                                 lse, (int)(bh / NH), (int)(bh % NH), T, C, NH);
+        } else {
+            // Early key blocks are seen by the most queries: they go first.
+            #pragma omp for schedule(dynamic, 1)
+            for (long task = 0; task < BH * nb; task++) {
+                const long bh = task % BH;
+                fa_backward_kv_block(dqkv, NULL, delta, dout, qkv, lse, (int)(bh / NH),
+                                     (int)(bh % NH), (int)(task / BH), T, C, NH);
+            }
+            #pragma omp for schedule(dynamic, 1)
+            for (long task = 0; task < BH * nb; task++) {
+                const long bh = task % BH;
+                fa_backward_q_block(dqkv, delta, dout, qkv, lse, (int)(bh / NH), (int)(bh % NH),
+                                    nb - 1 - (int)(task / BH), T, C, NH);
+            }
         }
     }
 }

@@ -79,10 +79,12 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
 void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
                              int NH);
 // dqkv (B,T,3C) +=, recomputing the probabilities from qkv and lse tile by tile;
-// out is the forward's output; delta (B,NH,T) is workspace the caller provides.
-// Results do not depend on the thread count.
-void flash_attention_backward(float *dqkv, float *delta, const float *dout, const float *qkv,
+// out is the forward's output; scratch is workspace the caller provides, of
+// flash_attention_scratch_size floats (about B·T·C). Results do not depend on the
+// thread count.
+void flash_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                               const float *out, const float *lse, int B, int T, int C, int NH);
+size_t flash_attention_scratch_size(int B, int T, int C, int NH);
 
 // ---- loss -------------------------------------------------------------------
 // Cross-entropy fused with softmax. logits (N,V), targets (N), losses (N) writes,

@@ -67,9 +67,9 @@ static void acts_layout(model_acts *a, bg_arena *ar, const model *m, int B, int 
     moe_shape ms = layer_moe_shape(m);
     a->B = B, a->T = T, a->N = N;
     // Flash attention keeps one number per query row instead of a T×T matrix per head,
-    // and needs (B,NH,T) of backward workspace instead of (B,NH,T,T).
+    // and needs about (N,C) of backward workspace instead of (B,NH,T,T).
     a->flash = m->opt.attention == MODEL_ATTN_FLASH;
-    size_t att_scratch = a->flash ? (size_t)B * NH * T : att;
+    size_t att_scratch = a->flash ? flash_attention_scratch_size(B, T, C, NH) : att;
     // The fused LM head holds one chunk of logits instead of all N rows, and stages
     // the LM head's weight gradient from forward to backward.
     a->lm_fused = m->opt.lm_head_chunk > 0 && N > m->opt.lm_head_chunk;

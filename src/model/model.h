@@ -45,7 +45,7 @@ typedef struct {
     float *d_ln;                // (N,C)
     float *d_qkv;               // (N,3C)
     float *d_atty;              // (N,C)
-    float *d_att_scratch;       // (B,NH,T,T) naive attention, (B,NH,T) flash
+    float *d_att_scratch;       // (B,NH,T,T) naive attention, ~(N,C) flash
     float *d_ffn_h, *d_ffn_a;   // (N,U), (N,F)
     moe_scratch moe_scr;
 } model_acts;
@@ -66,10 +66,12 @@ typedef enum {
     MODEL_ATTN_NAIVE = 1,       // keeps the (B,NH,T,T) probabilities (a reference)
 } model_attention;
 
-// Rows per chunk of the fused LM head: measured on M1's shape (N = 2048, C = 256,
-// V = 50257), 256-512 rows run the three GEMMs 4-5% faster than one unfused pass and
-// 128 rows 5% slower; 256 holds a 51 MB chunk instead of 411 MB of logits.
-enum { MODEL_LM_HEAD_CHUNK = 256 };
+// Rows per chunk of the fused LM head. Measured on M1's shape (N = 2048, C = 256,
+// V = 50257, 2 threads): 384 rows and more run the head 5-15% faster than one unfused
+// pass (the chunk's logits stay nearer the cores), 256 rows about as fast, 128 and
+// fewer slower (short GEMMs). 512 holds 103 MB of logits instead of 411 MB (M1) or
+// 1.6 GB (M1 at T = 8192).
+enum { MODEL_LM_HEAD_CHUNK = 512 };
 
 // How the model computes, not what: model_init sets the defaults; change them before
 // model_prepare, which lays out the activations for them.

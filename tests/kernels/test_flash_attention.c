@@ -4,7 +4,7 @@
 //   2. the naive float kernels attention_forward/attention_backward on the same inputs;
 //   3. centred finite differences of the double forward on tiny cases (the backward
 //      is the derivative of the forward, not just equal to another implementation);
-//   4. itself under 1, 2 and 3 threads: results must be bitwise identical.
+//   4. itself under 1 to 4 threads: results must be bitwise identical.
 // Gradients are pre-filled with random values G0 to check the "+=" contract, and
 // outputs, lse and workspace with garbage to check that they are overwritten.
 #include <math.h>
@@ -98,14 +98,15 @@ static void test_equal_to_reference(int B, int T, int C, int NH, double std, int
     const size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C,
                  nl = (size_t)B * NH * T, natt = (size_t)B * NH * T * T;
     float *qkv = falloc(nqkv), *out = falloc(no), *lse = falloc(nl), *dout = falloc(no),
-          *delta = falloc(nl), *g0 = falloc(nqkv), *dqkv = falloc(nqkv);
+          *delta = falloc(flash_attention_scratch_size(B, T, C, NH)), *g0 = falloc(nqkv),
+          *dqkv = falloc(nqkv);
     tu_seed(1000 + T * 7 + C);
     fill_qkv(qkv, B, T, C, std, growing);
     tu_fill_normal(dout, no, 1.0);
     tu_fill_normal(g0, nqkv, 1.0);
     tu_fill_normal(out, no, 100.0);      // stale outputs must be overwritten,
     tu_fill_normal(lse, nl, 100.0);
-    tu_fill_normal(delta, nl, 100.0);    // and the workspace need not be clean
+    tu_fill_normal(delta, flash_attention_scratch_size(B, T, C, NH), 100.0);  // need not be clean
     double *dq = dalloc(nqkv), *ddout = dalloc(no), *rout = dalloc(no), *rlse = dalloc(nl),
            *rd = dalloc(nqkv);
     to_double(dq, qkv, nqkv);
@@ -175,7 +176,8 @@ static double fd_loss(fd_ctx *c) {
 static void test_finite_differences(int B, int T, int C, int NH) {
     const size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     float *qkv = falloc(nqkv), *w = falloc(no), *out = falloc(no), *lse = falloc(nl),
-          *delta = falloc(nl), *g0 = falloc(nqkv), *dqkv = falloc(nqkv);
+          *delta = falloc(flash_attention_scratch_size(B, T, C, NH)), *g0 = falloc(nqkv),
+          *dqkv = falloc(nqkv);
     tu_seed(77 + T);
     fill_qkv(qkv, B, T, C, 1.0, 0);
     tu_fill_normal(w, no, 1.0);
@@ -208,28 +210,34 @@ static void test_finite_differences(int B, int T, int C, int NH) {
 
 // ---- 4: thread-count independence ---------------------------------------------------------
 
+// 1 to 4 threads. The backward runs one task per head when B·NH tasks keep the threads
+// busy, else two passes over blocks: with B·NH = 2, one and two threads take the
+// first schedule and three and four the second, so this also checks that the two
+// schedules give bitwise the same gradients.
+
 static void test_threads(int B, int T, int C, int NH) {
     const size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
-    float *qkv = falloc(nqkv), *dout = falloc(no), *delta = falloc(nl);
-    float *out[3], *lse[3], *dqkv[3];
+    float *qkv = falloc(nqkv), *dout = falloc(no),
+          *delta = falloc(flash_attention_scratch_size(B, T, C, NH));
+    float *out[4], *lse[4], *dqkv[4];
     tu_seed(5);
     fill_qkv(qkv, B, T, C, 1.0, 0);
     tu_fill_normal(dout, no, 1.0);
     const int saved = omp_get_max_threads();
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         out[k] = falloc(no), lse[k] = falloc(nl), dqkv[k] = falloc(nqkv);
         omp_set_num_threads(k + 1);
         flash_attention_forward(out[k], lse[k], qkv, B, T, C, NH);
         flash_attention_backward(dqkv[k], delta, dout, qkv, out[k], lse[k], B, T, C, NH);
     }
     omp_set_num_threads(saved);
-    for (int k = 1; k < 3; k++) {
+    for (int k = 1; k < 4; k++) {
         TU_CHECK(!memcmp(out[0], out[k], no * sizeof(float)), "out differs, 1 vs %d threads", k + 1);
         TU_CHECK(!memcmp(lse[0], lse[k], nl * sizeof(float)), "lse differs, 1 vs %d threads", k + 1);
         TU_CHECK(!memcmp(dqkv[0], dqkv[k], nqkv * sizeof(float)), "dqkv differs, 1 vs %d threads",
                  k + 1);
     }
-    for (int k = 0; k < 3; k++) free(out[k]), free(lse[k]), free(dqkv[k]);
+    for (int k = 0; k < 4; k++) free(out[k]), free(lse[k]), free(dqkv[k]);
     free(qkv), free(dout), free(delta);
 }
 
@@ -249,6 +257,7 @@ int main(void) {
     test_equal_to_reference(1, 70, 256, 1, 1.0, 1);   // hs 256, the largest supported
     test_finite_differences(2, 5, 12, 3);
     test_finite_differences(1, 67, 10, 2);  // crosses a block boundary
-    test_threads(2, 150, 24, 3);
+    test_threads(2, 150, 24, 3);  // B·NH = 6
+    test_threads(1, 150, 24, 2);  // B·NH = 2
     return tu_finish("kernels/test_flash_attention");
 }

@@ -117,9 +117,10 @@ if [ "$(id -u)" -ne 0 ] || [ ${#AS[@]} -gt 0 ]; then
   intact "$S" "$kept" "read-only during the run" && ok
 fi
 
-# vanished during the run: moved away while the process is stopped
+# vanished during the run: moved away while the process is stopped, right after a save
+# completed (so, almost surely, between saves: the next save must notice, not recreate it)
 S=$D/gone
-"$BIN" train "${COMMON[@]}" --steps 100000 --save-dir "$S" --save-every 5 >"$D/out" 2>"$D/err" &
+"$BIN" train "${COMMON[@]}" --steps 100000 --save-dir "$S" --save-every 50 >"$D/out" 2>"$D/err" &
 pid=$!
 for _ in $(seq 1 2000); do [ -e "$S/latest" ] && break; sleep 0.01; done
 kill -STOP $pid; mv "$S" "$D/moved"; kept=$(cat "$D/moved/latest"); kill -CONT $pid
