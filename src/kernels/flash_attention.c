@@ -42,14 +42,14 @@
 #include "kernels/vec16.h"
 #include "kernels/vecmath.h"
 
-// Queries per query block and keys per key block. 64: four 16-float vectors, and the
-// per-thread tiles (hs·64 floats each, four or five of them) stay within L1/L2 for
-// hs up to 128 (64 KiB for hs = 64).
+// Queries per query block and keys per key block. 64: four 16-float vectors, and a
+// thread's tiles (at most 4·hs·64 + 3·64² floats, 112 KiB for hs = 64) stay in L2
+// while the operand tile of a micro-kernel call (16 KiB) stays in L1.
 enum { FA_B = 64 };
 
 // The tiles live on the stack (the kernels allocate nothing) and scale with hs: at
-// most 4·hs·FA_B + 2·FA_B² floats per thread, 288 KiB at this bound, well inside the
-// 2 MiB or more that OpenMP threads get by default.
+// this bound 304 KiB per thread, well inside the 2 MiB or more that OpenMP threads
+// get by default.
 enum { FA_MAX_HS = 256 };
 
 // ---- micro-kernels ----------------------------------------------------------------
@@ -144,8 +144,8 @@ static void tile_xtw(float *restrict Zt, const float *restrict X, size_t ldx,
     }
 }
 
-// Tile (n, FA_B) ← value where column/row says the key comes after the query.
-// Sᵀ layout (keys × queries): key k0+c, query q0+r.
+// Sets to `value` the entries of an Sᵀ tile (n keys × FA_B queries: key k0+c, query
+// q0+r) whose key comes after its query.
 static void mask_keys_by_query(float *St, int n, int k0, int q0, float value) {
     for (int c = 0; c < n; c++) {
         float *s = St + (size_t)c * FA_B;
@@ -155,8 +155,8 @@ static void mask_keys_by_query(float *St, int n, int k0, int q0, float value) {
     }
 }
 
-// Packs rows [t0, t0+n) of a (T, hs) slice with row stride ld, transposed, into
-// Yt (hs, FA_B); columns n..FA_B-1 are zero, so padded lanes compute harmless zeros.
+// Packs n rows of hs floats (row stride ld), transposed, into Yt (hs, FA_B); columns
+// n..FA_B-1 are zero, so padded lanes compute harmless zeros.
 static void pack_transposed(float *restrict Yt, const float *restrict src, size_t ld, int n,
                             int hs) {
     for (int d = 0; d < hs; d++) {

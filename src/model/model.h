@@ -61,6 +61,9 @@ typedef struct {
 } model_parallel;
 
 // How attention is computed; both give the same results up to float rounding.
+// Measured (M1's heads, C = 256, NH = 4, forward + backward): flash is 2x faster at
+// T = 64, about 3x at T = 256 and 7-16x at T = 2048-8192; only at T = 16 is naive faster,
+// by a tenth of a millisecond. So flash is the default at every T.
 typedef enum {
     MODEL_ATTN_FLASH = 0,       // tiled, online softmax: keeps (B,NH,T), not (B,NH,T,T)
     MODEL_ATTN_NAIVE = 1,       // keeps the (B,NH,T,T) probabilities (a reference)

@@ -260,6 +260,8 @@ double trainer_evaluate(trainer *tr) {
     int B = tr->opt.batch_size, T = tr->opt.seq_len, P = tr->world > 0 ? tr->world : 1;
     double sum = 0;
     int done = 0;
+    int no_grad = tr->m.opt.no_grad;
+    tr->m.opt.no_grad = 1;  // loss only: no LM-head gradient GEMMs during evaluation
     // Global batches of validation windows in file order; this rank takes its slice.
     for (size_t i = 0; i < (size_t)tr->opt.eval_batches && (i + 1) * B * P <= tr->val.windows; i++) {
         size_t w = i * B * P + (size_t)tr->rank * B;
@@ -269,6 +271,7 @@ double trainer_evaluate(trainer *tr) {
         sum += tr->m.loss;
         done++;
     }
+    tr->m.opt.no_grad = no_grad;
     return sum / done;
 }
 

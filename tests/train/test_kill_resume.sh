@@ -53,8 +53,8 @@ t_one=$(( $(now_us) - t0 ))
 per_save=$(( (t_ref - t_nosave) / (STEPS - 1) ))
 [ $per_save -gt 1000 ] || per_save=1000
 # Two kinds of launches, drawn at random:
-#  - timed (1 in 3): killed after a delay uniform in [0, 2 x (start-up + 1 step)]: during
-#    start-up, loading the checkpoint, or the first steps;
+#  - timed (1 in 3): killed after a delay uniform in [0, start-up + 1 step + 3 saves]:
+#    during start-up, loading the checkpoint, or the first steps;
 #  - in a save (2 in 3): a target step 1-2 saves ahead is drawn; when its temporary
 #    directory appears, the process is killed after a further delay uniform in
 #    [0, 1.2 x save time]: while a file is written or fsynced, at the renames, at the
@@ -100,7 +100,9 @@ expected_resume() {
 
 R=$D/run
 launches=0; kills=0; in_save=0; resumes=0; broken=0; rc=1; stuck=0
-deadline=$(( $(now_us) + 120000000 ))
+# A safety net against a run that never finishes, scaled for slow (sanitizer) builds.
+limit_us=$(( 120000000 + 30 * t_one ))
+deadline=$(( $(now_us) + limit_us ))
 while [ $launches -lt 400 ] && [ "$(now_us)" -lt $deadline ]; do
   launches=$((launches+1))
   want=$(expected_resume "$R")
@@ -117,7 +119,7 @@ while [ $launches -lt 400 ] && [ "$(now_us)" -lt $deadline ]; do
   if [ $before -ge $STEPS ]; then
     wait_for_exit=1  # the job is done: this launch must exit 0 at once, never be killed
   elif [ $mode -eq 0 ]; then
-    nap_us $(( (RANDOM * 32768 + RANDOM) % (2 * t_one) ))
+    nap_us $(( (RANDOM * 32768 + RANDOM) % (t_one + 2 * per_save) ))
   else
     target=$(( (before / every + 1 + RANDOM % 2) * every ))
     [ $target -le $STEPS ] || target=$STEPS
@@ -155,7 +157,7 @@ done
 [ $broken -eq 0 ] && ok
 echo "$launches launches, $kills killed by SIGKILL ($in_save inside a save: a temporary left behind), $resumes reported where they resumed"
 
-if [ $rc -eq 0 ]; then ok; else bad "the run did not finish within 400 launches / 120 s"; fi
+if [ $rc -eq 0 ]; then ok; else bad "the run did not finish within 400 launches / $((limit_us / 1000000)) s"; fi
 [ $kills -ge 12 ] && ok || bad "only $kills kills"
 [ $in_save -ge 5 ] && ok || bad "only $in_save kills left a save's temporary behind"
 final=$(printf 'step_%08d' $STEPS)
