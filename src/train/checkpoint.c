@@ -500,6 +500,9 @@ int ckpt_init_dir(const char *save_dir) {
     if (!S_ISDIR(st.st_mode)) return bg_error("%s: save directory is not a directory", save_dir);
     if (access(save_dir, W_OK | X_OK) != 0)
         return bg_error("%s: save directory is not writable (%s)", save_dir, strerror(errno));
+    // Temporaries of a save or prune that a crash interrupted: nothing of this run is
+    // in flight yet, so they can only be leftovers.
+    remove_stale_tmp(save_dir);
     return BG_OK;
 }
 

@@ -346,16 +346,18 @@ int trainer_run(const train_options *o, int *report) {
     // the user. (The directory `latest` names is never pruned.)
     if (root && o->save_dir && o->keep_last > 0 && o->resume && !strcmp(o->resume, "latest"))
         ckpt_prune(o->save_dir, o->keep_last);
-    if (tr.step >= o->steps) {
-        if (root) printf("checkpoint is at step %ld of %ld: nothing to do\n", tr.step, o->steps);
-        trainer_free(&tr);
-        return TRAIN_OK;
-    }
+    // ckpt_init_dir also clears temporaries of interrupted saves and prunes, so it runs
+    // before the finished-job check too.
     int rc = o->save_dir && root ? ckpt_init_dir(o->save_dir) : BG_OK;
     if (agree(&tr, rc) != BG_OK) {
         *report = tr.report_error;
         trainer_free(&tr);
         return TRAIN_BAD_INPUT;
+    }
+    if (tr.step >= o->steps) {
+        if (root) printf("checkpoint is at step %ld of %ld: nothing to do\n", tr.step, o->steps);
+        trainer_free(&tr);
+        return TRAIN_OK;
     }
     metrics_sink sink;
     rc = metrics_open(&sink, root ? o->log_path : NULL, o->steps, !root);
