@@ -20,7 +20,7 @@ FLOPs use bagualu's formula (src/model/params.c model_active_matmul_params and
 src/model/model.c model_flops_per_token): 6·active matmul params·tokens + 12·L·C·T·tokens.
 
   /usr/bin/python3 bench/peer_torch.py --model m1|m2 --dtype fp32|bf16 [--threads N]
-      [--steps N] [--warmup N] [--max-seconds S] [--config path.json] [--batch B] [--seq T]
+      [--steps N] [--warmup N] [--max-seconds S] [--config path.json] [--batch B] [--seq T] [--profile N]
 --threads 0 (the default) leaves torch's own thread count alone (its default configuration).
 --max-seconds bounds a very slow configuration: no warm-up step starts that would end past
 half of it, no timed step one that would end past all of it, judged by the last step's time
@@ -141,6 +141,8 @@ def main():
     ap.add_argument("--seq", type=int, default=0, help="sequence length (default: the model's context)")
     ap.add_argument("--max-seconds", type=float, default=0, help="time budget for slow configurations (0: none)")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="after timing, profile one more step and print its N costliest ops")
     a = ap.parse_args()
     if a.steps < 1 or a.warmup < 0 or a.batch < 1 or a.threads < 0:
         ap.error("--steps and --batch must be >= 1, --warmup and --threads >= 0")
@@ -365,6 +367,11 @@ def main():
         parts = [parts[0] + f, parts[1] + b, parts[2] + o]
         losses.append(loss)
     n = len(times)
+    if a.profile:
+        from torch.profiler import profile, ProfilerActivity
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            step()
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=a.profile))
     med = statistics.median(times)
     tokens = B * T
     flops = flops_per_token(c, T) * tokens

@@ -15,6 +15,7 @@
 #   PEER_DEFAULT_MAX_S=300  time budget of one default-configuration run: with the reference
 #                 BLAS a step takes minutes, so it times fewer steps (the table says n=)
 #   PEER_TUNED_ENV=""       extra VAR=value words for the tuned command (e.g. OMP_WAIT_POLICY=PASSIVE)
+#   PEER_DEFAULT=1          0 skips the (slow) default-configuration runs, e.g. for REPEAT=3
 # Never a timed test: the figures depend on what else runs on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,7 @@ MODELS=${MODELS:-m1 m2}
 DTYPES=${DTYPES:-fp32 bf16}
 PEER_DEFAULT_MAX_S=${PEER_DEFAULT_MAX_S:-300}
 PEER_TUNED_ENV=${PEER_TUNED_ENV:-}
+PEER_DEFAULT=${PEER_DEFAULT:-1}
 PY=/usr/bin/python3
 LIBDIR=/usr/lib/x86_64-linux-gnu
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/bagualu-peer.XXXXXX")
@@ -102,6 +104,7 @@ for r in $(seq 1 "$REPEAT"); do
             tuned "$PY" bench/peer_torch.py --model "$m" --dtype "$d" --threads "$THREADS" \
                 --steps "$STEPS" >"$OUT/tuned.$m.$d.$r.txt" 2>&1 ||
                 echo "run_peer: peer tuned $m $d failed (see $OUT/tuned.$m.$d.$r.txt)"
+            [ "$PEER_DEFAULT" = 1 ] || continue
             echo "run_peer: [$r/$REPEAT] peer default $m $d"
             "$PY" bench/peer_torch.py --model "$m" --dtype "$d" --steps "$STEPS" \
                 --max-seconds "$PEER_DEFAULT_MAX_S" >"$OUT/default.$m.$d.$r.txt" 2>&1 ||
@@ -127,7 +130,7 @@ def bagualu(m, d):
         if ms is None:
             continue
         rss = num(r"MAXRSS_KB (\d+)", open(f[:-4] + ".time").read()) if os.path.exists(f[:-4] + ".time") else None
-        runs.append({"ms": ms, "gflops": num(r"\| ([\d.]+) GFLOP/s \|", t),
+        runs.append({"ms": ms, "min": num(r"\(min ([\d.]+)", t), "gflops": num(r"\| ([\d.]+) GFLOP/s \|", t),
                      "fma": num(r"FMA peak ([\d.]+)", t), "gemm": num(r"GEMM[^|]*? ([\d.]+) GFLOP/s", t),
                      "bf16peak": num(r"bf16[^|\n]*?peak ([\d.]+)", t), "rss": rss / 1024 if rss else None})
     if not runs:
@@ -158,7 +161,7 @@ def mem(x):
 head = ["model", "dtype", "bagualu ms", "peer dflt ms", "peer tuned ms", "dflt/bagualu", "tuned/bagualu",
         "bagualu GF/s", "% FMA peak", "% bf16 peak", "% GEMM", "tuned GF/s", "dflt GF/s",
         "mem MiB bagualu", "mem dflt", "mem tuned"]
-rows, notes, seen_libs = [], [], {}
+rows, best, notes, seen_libs = [], [], [], {}
 for m in models:
     for d in dtypes:
         b, pd, pt = bagualu(m, d), peer("default", m, d), peer("tuned", m, d)
@@ -176,10 +179,12 @@ for m in models:
                      f"{pt['gflops']:.1f}" if pt else "n/a", f"{pd['gflops']:.1f}" if pd else "n/a",
                      mem(b["rss"] if b else None), mem(pd["peak_rss_mb"] if pd else None),
                      mem(pt["peak_rss_mb"] if pt else None)])
-        if b and "peaks" not in seen_libs:
-            seen_libs["peaks"] = (f"bagualu's measured peaks ({threads} threads): AVX-512 FMA {b['fma']} GFLOP/s, "
-                                  f"oneDNN f32 GEMM {b['gemm']} GFLOP/s"
-                                  + (f", bf16 {b['bf16peak']} GFLOP/s" if b.get("bf16peak") else ", bf16 peak not measured by bench_step"))
+        bmin, tmin = (b["min"] if b else None), (pt["ms_min"] if pt else None)
+        best.append([m.upper(), d, ms(bmin), ms(tmin), ratio(tmin, bmin)])
+        if b and m not in seen_libs:
+            seen_libs[m] = (f"{m.upper()}: bench_step's peaks measured in its run ({threads} threads): AVX-512 FMA "
+                            f"{b['fma']} GFLOP/s, oneDNN f32 GEMM {b['gemm']} GFLOP/s"
+                            + (f", bf16 {b['bf16peak']} GFLOP/s" if b.get("bf16peak") else "; no bf16 peak measured"))
         for kind, p in (("default", pd), ("tuned", pt)):
             if p and kind not in seen_libs:
                 ob = p.get("openblas")
@@ -189,16 +194,22 @@ for m in models:
                 alloc = "tcmalloc" if any("tcmalloc" in l for l in p["libs"]) else "glibc malloc"
                 seen_libs[kind] = (f"peer {kind}: torch {p['torch']}, {p['threads']} torch threads, BLAS {blas}, "
                                    f"{alloc}, OPENBLAS_CORETYPE={p['env_openblas_coretype'] or 'unset'}, {p['optimizer']}")
-widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
-line = lambda r: "| " + " | ".join(str(c).rjust(w) for c, w in zip(r, widths)) + " |"
+def table(head, rows):
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    line = lambda r: "| " + " | ".join(str(c).rjust(w) for c, w in zip(r, widths)) + " |"
+    print(line(head))
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in rows:
+        print(line(r))
+
 print()
 print("ms/step: median of the timed steps (and of REPEAT runs); ratios > 1 mean bagualu is faster;")
 print("GF/s: bagualu's FLOP formula for both; mem: peak RSS of the process (the peer's includes ~230 MiB of torch)")
-print(line(head))
-print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-for r in rows:
-    print(line(r))
-for k in ("peaks", "default", "tuned"):
+table(head, rows)
+print()
+print("fastest single step (ms; the least disturbed by other load on the machine):")
+table(["model", "dtype", "bagualu", "peer tuned", "tuned/bagualu"], best)
+for k in models + ["default", "tuned"]:
     if k in seen_libs:
         print(seen_libs[k])
 print(f"machine load at the end: {load.strip()}")
