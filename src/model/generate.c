@@ -9,22 +9,6 @@
 #include "core/error.h"
 #include "kernels/kernels.h"
 
-// The MoE layer's shape, as model.c builds it, for one process.
-static moe_shape gen_moe_shape(const model_config *c) {
-    moe_shape s = {
-        .C = c->hidden_size,
-        .E = c->num_local_experts,
-        .k = c->num_experts_per_tok,
-        .F = c->moe_intermediate_size,
-        .S = c->num_shared_experts,
-        .act = c->hidden_act,
-        .norm_topk_prob = c->norm_topk_prob,
-        .aux_coef = c->router_aux_loss_coef,
-        .z_coef = c->router_z_loss_coef,
-        .par = NULL,
-    };
-    return s;
-}
 
 // One layout routine for measuring (arena capacity 0) and for real, as model.c does.
 static void gen_layout(gen_state *g, bg_arena *ar) {
@@ -50,7 +34,7 @@ static void gen_layout(gen_state *g, bg_arena *ar) {
     g->ffn_h = any_dense ? BG_ARENA_NEW(ar, float, ffn_in_rows(c->hidden_act, c->intermediate_size)) : NULL;
     g->ffn_a = any_dense ? BG_ARENA_NEW(ar, float, c->intermediate_size) : NULL;
     if (any_moe) {
-        moe_shape ms = gen_moe_shape(c);
+        moe_shape ms = model_moe_shape(c, NULL);
         moe_acts_layout(&g->moe, ar, &ms, 1);
     }
     g->scores = BG_ARENA_NEW(ar, float, NH * T);
@@ -142,7 +126,7 @@ const float *gen_step(gen_state *g, int token) {
     const int C = c->hidden_size, V = c->vocab_size, NH = c->num_attention_heads;
     const int L = c->num_hidden_layers, t = g->pos, half = C / NH / 2;
     BG_ASSERT(t < g->T_max && token >= 0 && token < V);
-    moe_shape ms = gen_moe_shape(c);
+    moe_shape ms = model_moe_shape(c, NULL);
 
     const float *te = m->w.wte + (size_t)token * C;
     const float *pe = m->w.wpe ? m->w.wpe + (size_t)t * C : NULL;

@@ -40,8 +40,7 @@ void model_init_parallel(model *m, const model_config *cfg, uint64_t seed,
     param_table_init_values(&m->table, cfg, m->params, seed);
 }
 
-static moe_shape layer_moe_shape(const model *m) {
-    const model_config *c = &m->cfg;
+moe_shape model_moe_shape(const model_config *c, const moe_parallel *par) {
     moe_shape s = {
         .C = c->hidden_size,
         .E = c->num_local_experts,
@@ -52,9 +51,13 @@ static moe_shape layer_moe_shape(const model *m) {
         .norm_topk_prob = c->norm_topk_prob,
         .aux_coef = c->router_aux_loss_coef,
         .z_coef = c->router_z_loss_coef,
-        .par = m->par ? &m->moe_par : NULL,
+        .par = par,
     };
     return s;
+}
+
+static moe_shape layer_moe_shape(const model *m) {
+    return model_moe_shape(&m->cfg, m->par ? &m->moe_par : NULL);
 }
 
 // One layout routine for measuring (arena capacity 0) and for real.

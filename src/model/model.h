@@ -137,6 +137,8 @@ void model_reduce_grads(model *m);
 double model_grad_norm(model *m);
 // Routed tokens per expert for MoE layer `layer` in the last forward (NULL if dense).
 const int *model_expert_counts(const model *m, int layer);
+// The MoE layers' shape for a config; par NULL on one process.
+moe_shape model_moe_shape(const model_config *cfg, const moe_parallel *par);
 // FLOPs of one training step per token: 6·(active matmul params) + attention.
 double model_flops_per_token(const model_config *cfg, int T);
 #endif
