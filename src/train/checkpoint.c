@@ -1,5 +1,6 @@
 #include "train/checkpoint.h"
 #include "core/error.h"
+#include "core/text_file.h"
 #include "model/config.h"
 #include "dist/dist.h"
 #include "train/checkpoint_gather.h"
@@ -66,27 +67,6 @@ static int write_file_synced(const char *path, const char *text) {
         return bg_error("%s: fsync/close failed (%s)", path, strerror(err));
     }
     return BG_OK;
-}
-
-// The whole file, NUL-terminated, its length in *len; NULL (bg_error) if missing or over max.
-static char *read_text_file(const char *path, size_t max, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        bg_error("%s: cannot open (%s)", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = bg_malloc(max + 1);
-    size_t n = fread(buf, 1, max + 1, f);
-    int err = ferror(f);
-    fclose(f);
-    if (err || n > max) {
-        free(buf);
-        bg_error("%s: %s", path, err ? "read error" : "file too large");
-        return NULL;
-    }
-    buf[n] = '\0';
-    if (len) *len = n;
-    return buf;
 }
 
 // XXH64 (seed 0) of a whole file read in chunks: for files that do not even parse.
@@ -257,7 +237,7 @@ static void meta_free(ckpt_meta *m) {
 static int meta_read(ckpt_meta *m, const char *path) {
     memset(m, 0, sizeof *m);
     size_t len;
-    char *text = read_text_file(path, 16 << 20, &len);
+    char *text = bg_read_text_file(path, 16 << 20, &len);
     if (!text) return BG_ERR;
     // The checksum first: a flipped bit may also break the JSON, and "corrupt" is the
     // better diagnosis than "not valid JSON".
@@ -590,7 +570,7 @@ int ckpt_latest(const char *save_dir, char *out, size_t n, int *found) {
         if (errno == ENOENT) return BG_OK;
         return bg_error("%s: cannot read (%s)", path, strerror(errno));
     }
-    char *text = read_text_file(path, 256, NULL);
+    char *text = bg_read_text_file(path, 256, NULL);
     if (!text) return BG_ERR;
     size_t len = strcspn(text, "\n");
     int junk = text[len] == '\n' && text[len + 1] != '\0';

@@ -2,6 +2,7 @@
 #include "train/export_hf.h"
 
 #include "core/error.h"
+#include "core/text_file.h"
 #include "model/params.h"
 #include "train/checkpoint.h"
 
@@ -61,24 +62,6 @@ int export_hf_layout(const model_config *c, hf_layout *layout) {
 
 // ---- reading the checkpoint ---------------------------------------------------------
 
-static char *read_text(const char *path, size_t max) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        bg_error("%s: cannot open (%s)", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = bg_malloc(max + 1);
-    size_t n = fread(buf, 1, max + 1, f);
-    int err = ferror(f);
-    fclose(f);
-    if (err || n > max) {
-        free(buf);
-        bg_error("%s: %s", path, err ? "read error" : "file too large");
-        return NULL;
-    }
-    buf[n] = '\0';
-    return buf;
-}
 
 static int file_exists(const char *dir, const char *name) {
     char path[EXPORT_FILE_MAX];
@@ -107,7 +90,7 @@ static int resolve_dir(const char *dir, char *out, size_t n) {
 static int read_trainer_json(const char *dir, model_config *cfg, int *has_sum, uint64_t *sum) {
     char path[EXPORT_FILE_MAX];
     snprintf(path, sizeof path, "%s/trainer.json", dir);
-    char *text = read_text(path, 16u << 20);
+    char *text = bg_read_text_file(path, 16u << 20, NULL);
     if (!text) return BG_ERR;
     cJSON *root = cJSON_Parse(text);
     free(text);
