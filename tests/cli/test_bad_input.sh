@@ -75,6 +75,11 @@ expect missing-value "needs a value" -- run "$D/good.json" "$D/ok.bin" --lr
 expect missing-flag "missing required flag --data" -- "$BIN" train --config "$D/good.json"
 expect unknown-command "unknown command" -- "$BIN" fly
 expect val-missing "cannot open token file" -- run "$D/good.json" "$D/ok.bin" --val "$D/nope.bin"
+expect a2a-algo "--a2a must be flat or hierarchical" -- run "$D/good.json" "$D/ok.bin" --a2a sideways
+expect a2a-chunks "a2a-chunks must be positive" -- run "$D/good.json" "$D/ok.bin" --a2a-chunks -1
+expect ep-negative "expert-parallel must be positive" -- run "$D/good.json" "$D/ok.bin" --expert-parallel -1
+expect rpn-negative "ranks-per-node must be positive" -- run "$D/good.json" "$D/ok.bin" --ranks-per-node -2
+expect ep-too-big "exceeds the number of ranks" -- run "$D/good.json" "$D/ok.bin" --expert-parallel 2
 expect log-unwritable "cannot open metrics log" -- run "$D/good.json" "$D/ok.bin" --log "$D/no/such/dir/m.jsonl"
 
 # and a good run works, with a JSON Lines log of one object per step
