@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 // ---- process ---------------------------------------------------------------------
-// dist_init may be called more than once (only the first initialises MPI); it works
-// with and without mpirun (a lone process becomes a world of one).
+// dist_init may be called more than once (only the first initialises MPI). A process
+// not started by a launcher (mpirun, srun) is a world of one and never starts MPI.
 void dist_init(int *argc, char ***argv);
 void dist_finalize(void);
 // Ends every rank of the job with `code`; never returns.

@@ -9,10 +9,28 @@
 
 const char *dist_backend(void) { return "mpi"; }
 
+// Whether a launcher started this process as a rank of a job: OpenMPI's mpirun, PMIx
+// (OpenMPI 4+, Slurm), PMI-1/2 (MPICH's hydra, srun --mpi=pmi2). Without one, the
+// process is a world of one and MPI is never started (dist_local.c says why).
+static int launched_by_mpi(void) {
+    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i])) return 1;
+    return 0;
+}
+
+static int mpi_running(void) {
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    return inited && !finalized;
+}
+
 void dist_init(int *argc, char ***argv) {
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) {
+        if (!launched_by_mpi()) return;
         // FUNNELED: OpenMP threads compute, only the main thread calls MPI.
         int provided;
         MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
@@ -23,19 +41,13 @@ void dist_init(int *argc, char ***argv) {
 }
 
 void dist_finalize(void) {
-    int inited = 0, finalized = 0;
-    MPI_Initialized(&inited);
-    MPI_Finalized(&finalized);
-    if (inited && !finalized) MPI_Finalize();
+    if (mpi_running()) MPI_Finalize();
 }
 
 _Noreturn void dist_abort(int code) {
-    int inited = 0, finalized = 0;
-    MPI_Initialized(&inited);
-    MPI_Finalized(&finalized);
     fflush(stdout);
     fflush(stderr);
-    if (inited && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+    if (mpi_running()) MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);  // MPI_Abort does not return; this is for a process without MPI running
 }
 
@@ -73,18 +85,18 @@ static dist_comm *comm_wrap(MPI_Comm comm, int my_key) {
 }
 
 dist_comm *dist_comm_world(int ranks_per_node) {
-    // A program that never called dist_init (a test, a tool linking the library)
-    // still gets a working world: MPI starts as a singleton on first use and is
-    // finalized at exit.
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        dist_init(NULL, NULL);
-        atexit(dist_finalize);
-    }
     if (ranks_per_node < 0)
         return bg_error("ranks per node must be >= 0 (0: real nodes), got %d", ranks_per_node),
                NULL;
+    // A launched program that never called dist_init (a test, a tool linking the
+    // library) still gets its job's world: MPI starts on first use, ends at exit.
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited && launched_by_mpi()) {
+        dist_init(NULL, NULL);
+        atexit(dist_finalize);
+    }
+    if (!mpi_running()) return dist_local_comm();
     int rank;
     DIST_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     int key;
@@ -104,6 +116,7 @@ dist_comm *dist_comm_world(int ranks_per_node) {
 }
 
 dist_comm *dist_comm_split(dist_comm *parent, int color, int key) {
+    if (parent->local) return dist_local_comm();
     MPI_Comm comm;
     DIST_MPI(MPI_Comm_split(parent->comm, color, key, &comm));
     return comm_wrap(comm, parent->node_key);
@@ -111,6 +124,11 @@ dist_comm *dist_comm_split(dist_comm *parent, int color, int key) {
 
 void dist_comm_free(dist_comm *c) {
     if (!c) return;
+    if (c->local) {
+        dist_comm_release(c);
+        free(c);
+        return;
+    }
     if (c->leader_comm != MPI_COMM_NULL) DIST_MPI(MPI_Comm_free(&c->leader_comm));
     DIST_MPI(MPI_Comm_free(&c->node_comm));
     DIST_MPI(MPI_Comm_free(&c->comm));
@@ -120,13 +138,17 @@ void dist_comm_free(dist_comm *c) {
 
 void dist_barrier(dist_comm *c) {
     double t0 = bg_now();
-    DIST_MPI(MPI_Barrier(c->comm));
+    if (!c->local) DIST_MPI(MPI_Barrier(c->comm));
     c->traffic.calls++;
     c->traffic.seconds += bg_now() - t0;
 }
 
 void dist_bcast(dist_comm *c, void *buf, size_t bytes, int root) {
     BG_ASSERT(root >= 0 && root < c->size);
+    if (c->local) {
+        c->traffic.calls++;
+        return;
+    }
     double t0 = bg_now();
     // MPI counts are int: send in pieces of 1 GiB.
     const size_t piece = (size_t)1 << 30;

@@ -33,6 +33,7 @@ struct dist_comm {
     int *local_rank;  // [size] position inside its node
     int *node_start;  // [n_nodes + 1] into members
     int *members;     // [size]
+    int local;  // one rank and no MPI behind it (dist_local.c)
     size_t bucket_bytes;
     dist_traffic traffic;
     void *scratch[DIST_SCR_COUNT];
@@ -51,6 +52,11 @@ void dist_comm_setup(dist_comm *c, int rank, int size, const int *keys);
 void dist_comm_release(dist_comm *c);
 
 void *dist_scratch(dist_comm *c, int slot, size_t bytes);
+
+// A world of one rank with no MPI behind it, and its row exchange (a copy).
+dist_comm *dist_local_comm(void);
+void dist_local_alltoallv(dist_comm *c, const float *send, const int *send_counts, float *recv,
+                          const int *recv_counts, size_t width);
 // Traffic accounting of one transfer between this rank and `peer`; empty transfers
 // and transfers to oneself are not messages.
 void dist_count_send(dist_comm *c, int peer, uint64_t bytes);

@@ -20,25 +20,18 @@ _Noreturn void dist_abort(int code) {
     exit(code);
 }
 
-static dist_comm *comm_single(void) {
-    dist_comm *c = bg_calloc(1, sizeof *c);
-    int key = 0;
-    dist_comm_setup(c, 0, 1, &key);
-    return c;
-}
-
 dist_comm *dist_comm_world(int ranks_per_node) {
     if (ranks_per_node < 0)
         return bg_error("ranks per node must be >= 0 (0: real nodes), got %d", ranks_per_node),
                NULL;
-    return comm_single();
+    return dist_local_comm();
 }
 
 dist_comm *dist_comm_split(dist_comm *parent, int color, int key) {
     (void)parent;
     (void)color;
     (void)key;
-    return comm_single();
+    return dist_local_comm();
 }
 
 void dist_comm_free(dist_comm *c) {
@@ -85,9 +78,7 @@ void dist_alltoall_i32(dist_comm *c, const int32_t *send, int32_t *recv, int n_p
 void dist_alltoallv(dist_comm *c, enum dist_a2a_algo algo, const float *send,
                     const int *send_counts, float *recv, const int *recv_counts, size_t width) {
     (void)algo;
-    BG_ASSERT(send_counts[0] == recv_counts[0] && send_counts[0] >= 0);
-    if (send_counts[0] > 0) memcpy(recv, send, sizeof(float) * width * send_counts[0]);
-    c->traffic.calls++;
+    dist_local_alltoallv(c, send, send_counts, recv, recv_counts, width);
 }
 
 // With one rank the exchange is a copy, done at once; the chunk calls have nothing

@@ -114,6 +114,9 @@ while [ $launches -lt 400 ] && [ "$(now_us)" -lt $deadline ]; do
   before=0; [ "$want" = scratch ] || before=$((10#${want##*/step_}))
   every=$((1 + RANDOM % 2))
   mode=$((RANDOM % 3))
+  # Emptied here, not by the launch's redirection: a kill that lands between fork and
+  # exec would leave the previous launch's words in them, read as this one's.
+  : >"$D/out"; : >"$D/err"
   "$BIN" "${ARGS[@]}" --save-dir "$R" --save-every $every >"$D/out" 2>"$D/err" &
   pid=$!
   if [ $before -ge $STEPS ]; then
