@@ -17,7 +17,7 @@ static void on_stop_signal(int sig) {
 int cmd_train(int argc, char **argv) {
     train_options o;
     train_options_defaults(&o);
-    const char *a2a = NULL;
+    const char *a2a = NULL, *dtype = NULL;
     const arg_spec specs[] = {
         {"config", ARG_STR, &o.config_path, 1, "model config (JSON)"},
         {"data", ARG_STR, &o.data_path, 1, "training token shard"},
@@ -45,6 +45,9 @@ int cmd_train(int argc, char **argv) {
         {"ranks-per-node", ARG_INT, &o.ranks_per_node, 0, "treat every R ranks as one node (default: real nodes)"},
         {"a2a", ARG_STR, &a2a, 0, "token exchange: flat or hierarchical (default flat)"},
         {"a2a-chunks", ARG_INT, &o.a2a_chunks, 0, "overlap the exchange with expert compute in C chunks"},
+        {"dtype", ARG_STR, &dtype, 0, "GEMM precision: fp32, bf16 or fp16 (loss-scaled); default fp32"},
+        {"loss-scale", ARG_FLOAT, &o.loss_scale_init, 0, "fp16: initial loss scale (default 65536)"},
+        {"loss-scale-window", ARG_LONG, &o.loss_scale_window, 0, "fp16: double the scale after N good steps (default 1000)"},
         {"fallback", ARG_SWITCH, &o.fallback, 0, "with --resume latest: use an older checkpoint if the newest is corrupt"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
@@ -73,6 +76,13 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     o.a2a_hierarchical = a2a && !strcmp(a2a, "hierarchical");
+    static const char *dtypes[] = {"fp32", "bf16", "fp16"};  // matmul_precision order
+    for (int i = 0; dtype && i < 3; i++)
+        if (!strcmp(dtype, dtypes[i])) o.dtype = i, dtype = NULL;
+    if (dtype) {
+        fprintf(stderr, "bagualu: train: --dtype must be fp32, bf16 or fp16, got \"%s\"\n", dtype);
+        return 2;
+    }
     int report = 1;
     int rc = trainer_run(&o, &report);
     if (rc != TRAIN_OK && report) fprintf(stderr, "bagualu: %s\n", bg_last_error());

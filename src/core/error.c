@@ -34,6 +34,12 @@ void *bg_calloc(size_t n, size_t size) {
     return p;
 }
 
+void *bg_realloc(void *p, size_t bytes) {
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) bg_out_of_memory(bytes);
+    return q;
+}
+
 void *bg_aligned_alloc(size_t bytes) {
     size_t rounded = (bytes + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, rounded ? rounded : 64);

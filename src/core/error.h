@@ -25,6 +25,7 @@ void bg_clear_error(void);
 // Allocation that never returns NULL: running out of memory is not a user error.
 void *bg_malloc(size_t bytes);
 void *bg_calloc(size_t n, size_t size);
+void *bg_realloc(void *p, size_t bytes);
 // 64-byte aligned (cache line, AVX-512 vector); free with free().
 void *bg_aligned_alloc(size_t bytes);
 

@@ -10,8 +10,28 @@
 //   - all loops are OpenMP-threaded over the one pool (core/threads.h) and are
 //     deterministic for a fixed thread count.
 #include <stddef.h>
+#include <stdint.h>
 
 // ---- matmul (oneDNN) ----------------------------------------------------------
+// Operand precision of matmul_forward/backward (mixed precision, as autocast): inputs
+// are rounded to it, products accumulate and outputs are stored in fp32.
+//   MATMUL_FP32  fp32 throughout;
+//   MATMUL_BF16  bf16 operands, oneDNN's bf16 GEMM (avx512_bf16 dot products where
+//                the CPU has them, a correct slower path where not);
+//   MATMUL_FP16  IEEE fp16 operands: fp16's rounding and range (beyond 65504 is inf,
+//                which dynamic loss scaling watches for). oneDNN 2.6 has no fp16 GEMM
+//                on CPUs without AVX512-FP16, so the rounded operands go through the
+//                fp32 GEMM: fp16's numerics at fp32's speed.
+typedef enum { MATMUL_FP32 = 0, MATMUL_BF16 = 1, MATMUL_FP16 = 2 } matmul_precision;
+// Sets the precision of the matmul_forward/backward calls that follow (process-wide:
+// the model sets it at the start of each forward and backward). Default fp32.
+void matmul_set_precision(matmul_precision p);
+matmul_precision matmul_get_precision(void);
+// At reduced precision each weight (the `weight` argument) is rounded once and the
+// copy reused until this is called: call it whenever weights may have changed (the
+// model does at the start of every forward).
+void matmul_weights_changed(void);
+
 // inp (M,K), weight (N,K), out (M,N): out = inp · weightᵀ (writes).
 // Primitives are cached by (K,N); M is a runtime dimension, so expert GEMMs whose
 // row count changes every step reuse one primitive. M == 0 does nothing.
@@ -21,10 +41,21 @@ void matmul_forward(float *out, const float *inp, const float *weight, int M, in
 // dinp (M,K) += dout · weight; dweight (N,K) += doutᵀ · inp.
 void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                      const float *weight, int M, int K, int N);
-// Releases cached primitives (end of program; keeps leak checkers quiet).
+// The same in fp32 whatever the precision set: the router, whose logits decide where
+// tokens go, stays in fp32.
+void matmul_forward_fp32(float *out, const float *inp, const float *weight, int M, int K, int N);
+void matmul_backward_fp32(float *dinp, float *dweight, const float *dout, const float *inp,
+                          const float *weight, int M, int K, int N);
+// Releases cached primitives and operand buffers (end of program; keeps leak checkers quiet).
 void matmul_cache_clear(void);
 // Primitives created since the start (a steady-state step must create none).
 long matmul_primitives_created(void);
+
+// ---- mixed-precision operands -------------------------------------------------
+// out = bf16(in), rounded to nearest even (NaN stays NaN, overflow is inf).
+void cast_f32_to_bf16(uint16_t *out, const float *in, size_t n);
+// out = in rounded to fp16 and back: fp16's precision and range, held in fp32. out may be in.
+void round_f32_to_f16(float *out, const float *in, size_t n);
 
 // ---- embeddings -------------------------------------------------------------
 // out (N,C) = wte[tokens[n]] + wpe[n % T] (wpe may be NULL: RoPE models). N = B*T.

@@ -15,12 +15,18 @@
 // its JIT sgemm; measured against fixed-M primitives (its brgemm kernels) on
 // AVX-512 the two are within noise of each other for the model's shapes, the
 // runtime one faster on the largest (the LM head), so there is no fixed-M path.
+//
+// Mixed precision (matmul_set_precision): operands are rounded into buffers kept
+// between calls (never allocated in the steady state), the output stays fp32. A weight
+// is rounded once per pass, not once per GEMM that reads it: the forward, the backward
+// and every chunk of the fused LM head share its copy until matmul_weights_changed.
 #include "kernels/kernels.h"
 
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 #include <omp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -44,6 +50,7 @@ enum { GEMM_CACHE_SIZE = 64 };
 typedef struct {
     int used;
     int kind, K, N;
+    dnnl_data_type_t dt;  // of both inputs; the output is always f32
     dnnl_primitive_t prim;
     // Memory objects carry concrete dims, so they are remade only when M changes;
     // a steady M (every dense layer) runs without any allocation.
@@ -101,12 +108,12 @@ static long g_primitives_created;
 
 long matmul_primitives_created(void) { return g_primitives_created; }
 
-static dnnl_primitive_t gemm_primitive_create(int kind, int K, int N) {
+static dnnl_primitive_t gemm_primitive_create(int kind, dnnl_data_type_t dt, int K, int N) {
     g_primitives_created++;
     gemm_layout l = gemm_layout_of(kind, DNNL_RUNTIME_DIM_VAL, K, N);
     dnnl_memory_desc_t a_md, b_md, c_md;
-    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&a_md, 2, l.a_dims, dnnl_f32, l.a_strides));
-    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&b_md, 2, l.b_dims, dnnl_f32, l.b_strides));
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&a_md, 2, l.a_dims, dt, l.a_strides));
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&b_md, 2, l.b_dims, dt, l.b_strides));
     DNNL_CHECK(dnnl_memory_desc_init_by_strides(&c_md, 2, l.c_dims, dnnl_f32, l.c_strides));
     dnnl_matmul_desc_t desc;
     DNNL_CHECK(dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md));
@@ -148,8 +155,8 @@ static void gemm_entry_bind_memory(gemm_entry *e, int64_t M) {
     gemm_entry_free_memory(e);
     gemm_layout l = gemm_layout_of(e->kind, M, e->K, e->N);
     dnnl_memory_desc_t a_md, b_md, c_md;
-    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&a_md, 2, l.a_dims, dnnl_f32, l.a_strides));
-    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&b_md, 2, l.b_dims, dnnl_f32, l.b_strides));
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&a_md, 2, l.a_dims, e->dt, l.a_strides));
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(&b_md, 2, l.b_dims, e->dt, l.b_strides));
     DNNL_CHECK(dnnl_memory_desc_init_by_strides(&c_md, 2, l.c_dims, dnnl_f32, l.c_strides));
     DNNL_CHECK(dnnl_memory_create(&e->a, &a_md, g_engine, DNNL_MEMORY_NONE));
     DNNL_CHECK(dnnl_memory_create(&e->b, &b_md, g_engine, DNNL_MEMORY_NONE));
@@ -159,7 +166,7 @@ static void gemm_entry_bind_memory(gemm_entry *e, int64_t M) {
 
 // Finds or makes the primitive for this shape. Linear scan: the table is small
 // and the scan is nothing next to the GEMM.
-static gemm_entry *gemm_lookup(int kind, int K, int N) {
+static gemm_entry *gemm_lookup(int kind, dnnl_data_type_t dt, int K, int N) {
     gemm_entry *free_slot = NULL, *oldest = NULL;
     for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
         gemm_entry *e = &g_cache[i];
@@ -167,7 +174,7 @@ static gemm_entry *gemm_lookup(int kind, int K, int N) {
             if (!free_slot) free_slot = e;
             continue;
         }
-        if (e->kind == kind && e->K == K && e->N == N) return e;
+        if (e->kind == kind && e->dt == dt && e->K == K && e->N == N) return e;
         if (!oldest || e->last_use < oldest->last_use) oldest = e;
     }
     // A full table evicts the least recently used entry; the only cost is
@@ -175,20 +182,21 @@ static gemm_entry *gemm_lookup(int kind, int K, int N) {
     gemm_entry *e = free_slot ? free_slot : oldest;
     if (!free_slot) gemm_entry_free(e);
     e->used = 1;
-    e->kind = kind, e->K = K, e->N = N;
-    e->prim = gemm_primitive_create(kind, K, N);
+    e->kind = kind, e->dt = dt, e->K = K, e->N = N;
+    e->prim = gemm_primitive_create(kind, dt, K, N);
     e->a = e->b = e->c = NULL;
     e->mem_M = -1;
     return e;
 }
 
-static void gemm_run(int kind, float *c, const float *a, const float *b, int M, int K, int N) {
+static void gemm_run(int kind, dnnl_data_type_t dt, float *c, const void *a, const void *b,
+                     int M, int K, int N) {
     // The cache and the bound memory objects are not locked: GEMMs are issued from
     // the main thread and oneDNN parallelises inside with the shared OpenMP pool.
     BG_ASSERT(!omp_in_parallel());
     BG_ASSERT(M >= 0 && K > 0 && N > 0);
     gemm_engine_init();
-    gemm_entry *e = gemm_lookup(kind, K, N);
+    gemm_entry *e = gemm_lookup(kind, dt, K, N);
     e->last_use = ++g_clock;
     gemm_entry_bind_memory(e, M);
     DNNL_CHECK(dnnl_memory_set_data_handle(e->a, (void *)a));
@@ -200,6 +208,93 @@ static void gemm_run(int kind, float *c, const float *a, const float *b, int M, 
     DNNL_CHECK(dnnl_stream_wait(g_stream));
 }
 
+// ---- operands at reduced precision --------------------------------------------
+
+static matmul_precision g_precision = MATMUL_FP32;
+
+void matmul_set_precision(matmul_precision p) { g_precision = p; }
+matmul_precision matmul_get_precision(void) { return g_precision; }
+
+static dnnl_data_type_t operand_type(matmul_precision p) {
+    return p == MATMUL_BF16 ? dnnl_bf16 : dnnl_f32;  // fp16 operands are held in f32
+}
+
+static size_t operand_bytes(matmul_precision p, size_t n) {
+    return n * (p == MATMUL_BF16 ? sizeof(uint16_t) : sizeof(float));
+}
+
+static void operand_round(matmul_precision p, void *out, const float *in, size_t n) {
+    if (p == MATMUL_BF16) cast_f32_to_bf16(out, in, n);
+    else round_f32_to_f16(out, in, n);
+}
+
+// A grow-only buffer; contents need not survive growth.
+typedef struct {
+    void *data;
+    size_t bytes;
+} grow_buf;
+
+static void *grow_buf_get(grow_buf *g, size_t bytes) {
+    if (bytes > g->bytes) {
+        free(g->data);
+        g->data = bg_aligned_alloc(bytes);
+        g->bytes = bytes;
+    }
+    return g->data;
+}
+
+// Activations: one buffer per operand role of a call.
+enum { OPERAND_A, OPERAND_B, OPERAND_COUNT };
+static grow_buf g_operands[OPERAND_COUNT];
+
+static const void *activation_operand(int slot, const float *x, size_t n) {
+    if (g_precision == MATMUL_FP32) return x;
+    void *buf = grow_buf_get(&g_operands[slot], operand_bytes(g_precision, n));
+    operand_round(g_precision, buf, x, n);
+    return buf;
+}
+
+// Weights: rounded copies by source address, valid until matmul_weights_changed. A
+// model has a few hundred weight tensors at most; the scan is nothing next to a GEMM.
+typedef struct {
+    const float *src;
+    size_t n;
+    matmul_precision p;
+    int valid;
+    grow_buf buf;
+} weight_copy;
+
+static weight_copy *g_weights;
+static int g_n_weights, g_cap_weights;
+
+void matmul_weights_changed(void) {
+    for (int i = 0; i < g_n_weights; i++) g_weights[i].valid = 0;
+}
+
+static const void *weight_operand(const float *w, size_t n) {
+    if (g_precision == MATMUL_FP32) return w;
+    weight_copy *wc = NULL;
+    for (int i = 0; i < g_n_weights && !wc; i++)
+        if (g_weights[i].src == w) wc = &g_weights[i];
+    if (!wc) {
+        if (g_n_weights == g_cap_weights) {
+            g_cap_weights = g_cap_weights ? 2 * g_cap_weights : 64;
+            g_weights = bg_realloc(g_weights, sizeof *g_weights * g_cap_weights);
+        }
+        wc = &g_weights[g_n_weights++];
+        memset(wc, 0, sizeof *wc);
+        wc->src = w;
+    }
+    if (!wc->valid || wc->n != n || wc->p != g_precision) {
+        void *buf = grow_buf_get(&wc->buf, operand_bytes(g_precision, n));
+        operand_round(g_precision, buf, w, n);
+        wc->n = n, wc->p = g_precision, wc->valid = 1;
+    }
+    return wc->buf.data;
+}
+
+// ---- the three GEMMs ------------------------------------------------------------
+
 // inp (M,K), weight (N,K), out (M,N)
 void matmul_forward(float *out, const float *inp, const float *weight, int M, int K, int N) {
     if (M == 0 || N == 0) return;
@@ -207,20 +302,47 @@ void matmul_forward(float *out, const float *inp, const float *weight, int M, in
         memset(out, 0, (size_t)M * N * sizeof *out);
         return;
     }
-    gemm_run(GEMM_FWD, out, inp, weight, M, K, N);
+    const void *a = activation_operand(OPERAND_A, inp, (size_t)M * K);
+    const void *b = weight_operand(weight, (size_t)N * K);
+    gemm_run(GEMM_FWD, operand_type(g_precision), out, a, b, M, K, N);
 }
 
 // dout (M,N); dinp (M,K) += dout · weight; dweight (N,K) += doutᵀ · inp
 void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                      const float *weight, int M, int K, int N) {
     if (M == 0 || K == 0 || N == 0) return;
-    if (dinp) gemm_run(GEMM_BWD_DATA, dinp, dout, weight, M, K, N);
-    if (dweight) gemm_run(GEMM_BWD_WEIGHTS, dweight, dout, inp, M, K, N);
+    dnnl_data_type_t dt = operand_type(g_precision);
+    const void *d = activation_operand(OPERAND_A, dout, (size_t)M * N);  // rounded once for both
+    if (dinp) gemm_run(GEMM_BWD_DATA, dt, dinp, d, weight_operand(weight, (size_t)N * K), M, K, N);
+    if (dweight)
+        gemm_run(GEMM_BWD_WEIGHTS, dt, dweight, d, activation_operand(OPERAND_B, inp, (size_t)M * K),
+                 M, K, N);
+}
+
+void matmul_forward_fp32(float *out, const float *inp, const float *weight, int M, int K, int N) {
+    matmul_precision p = g_precision;
+    g_precision = MATMUL_FP32;
+    matmul_forward(out, inp, weight, M, K, N);
+    g_precision = p;
+}
+
+void matmul_backward_fp32(float *dinp, float *dweight, const float *dout, const float *inp,
+                          const float *weight, int M, int K, int N) {
+    matmul_precision p = g_precision;
+    g_precision = MATMUL_FP32;
+    matmul_backward(dinp, dweight, dout, inp, weight, M, K, N);
+    g_precision = p;
 }
 
 void matmul_cache_clear(void) {
     for (int i = 0; i < GEMM_CACHE_SIZE; i++)
         if (g_cache[i].used) gemm_entry_free(&g_cache[i]);
+    for (int i = 0; i < OPERAND_COUNT; i++) free(g_operands[i].data);
+    memset(g_operands, 0, sizeof g_operands);
+    for (int i = 0; i < g_n_weights; i++) free(g_weights[i].buf.data);
+    free(g_weights);
+    g_weights = NULL;
+    g_n_weights = g_cap_weights = 0;
     if (g_stream) DNNL_CHECK(dnnl_stream_destroy(g_stream));
     if (g_engine) DNNL_CHECK(dnnl_engine_destroy(g_engine));
     g_stream = NULL;

@@ -56,6 +56,7 @@ void gen_init(gen_state *g, const model *m, int T_max) {
     gen_layout(g, &measure);
     bg_arena_init(&g->arena, measure.used);
     gen_layout(g, &g->arena);
+    matmul_weights_changed();  // the weights may be new (a checkpoint just loaded)
     if (c->position_embedding == POS_ROPE)
         rope_tables(g->rope_cos, g->rope_sin, g->T_max, c->hidden_size / c->num_attention_heads,
                     c->rope_theta);
@@ -127,6 +128,7 @@ const float *gen_step(gen_state *g, int token) {
     const int L = c->num_hidden_layers, t = g->pos, half = C / NH / 2;
     BG_ASSERT(t < g->T_max && token >= 0 && token < V);
     moe_shape ms = model_moe_shape(c, NULL);
+    matmul_set_precision(m->opt.precision);
 
     const float *te = m->w.wte + (size_t)token * C;
     const float *pe = m->w.wpe ? m->w.wpe + (size_t)t * C : NULL;

@@ -15,7 +15,10 @@ void model_init_parallel(model *m, const model_config *cfg, uint64_t seed,
                          const model_parallel *par) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
-    m->opt = (model_options){.attention = MODEL_ATTN_FLASH, .lm_head_chunk = MODEL_LM_HEAD_CHUNK};
+    m->opt = (model_options){.attention = MODEL_ATTN_FLASH,
+                             .lm_head_chunk = MODEL_LM_HEAD_CHUNK,
+                             .precision = MATMUL_FP32,
+                             .loss_scale = 1.0f};
     m->par = par;
     m->first_expert = 0;
     m->n_experts = cfg->num_local_experts;
@@ -168,11 +171,11 @@ static void norm_backward(const model_config *c, float *dinp, float *dw, float *
     else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, c->hidden_size);
 }
 
-// d(objective)/d(loss of one token): the objective averages over the global batch,
-// so each rank's share of tokens enters with 1/(N·P), and model_reduce_grads sums the
-// shares.
+// d(objective)/d(loss of one token), times the loss scale: the objective averages over
+// the global batch, so each rank's share of tokens enters with 1/(N·P), and
+// model_reduce_grads sums the shares.
 static float lm_grad_scale(const model *m) {
-    return 1.0f / ((float)m->acts.N * (m->par ? m->par->layout->world_size : 1));
+    return m->opt.loss_scale / ((float)m->acts.N * (m->par ? m->par->layout->world_size : 1));
 }
 
 void model_forward(model *m, const int *inputs, const int *targets) {
@@ -182,6 +185,8 @@ void model_forward(model *m, const int *inputs, const int *targets) {
     int NH = c->num_attention_heads, L = c->num_hidden_layers;
     moe_shape ms = layer_moe_shape(m);
     memcpy(a->inputs, inputs, sizeof(int) * N);
+    matmul_set_precision(m->opt.precision);
+    matmul_weights_changed();  // an optimizer step may have run since the last pass
 
     embedding_forward(a->layers[0].x, inputs, m->w.wte, m->w.wpe, N, T, C);
     double aux = 0, z = 0, objective_router = 0;
@@ -263,6 +268,9 @@ void model_backward(model *m) {
     int NH = c->num_attention_heads, L = c->num_hidden_layers;
     size_t NC = (size_t)N * C;
     moe_shape ms = layer_moe_shape(m);
+    ms.aux_coef *= m->opt.loss_scale;  // the balance losses' share of the scaled gradient
+    ms.z_coef *= m->opt.loss_scale;
+    matmul_set_precision(m->opt.precision);
     // LM head and final norm; dlogits overwrite the logits in place. The fused head
     // did this work in model_forward.
     if (a->lm_fused) {

@@ -4,6 +4,7 @@
 // backward the same list reversed.
 #include "core/arena.h"
 #include "dist/dist.h"
+#include "kernels/kernels.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "moe/moe_layer.h"
@@ -88,6 +89,11 @@ typedef struct {
     // gradients (2 of its 3 GEMMs); model_backward must not follow. May change
     // between steps.
     int no_grad;
+    // Operand precision of the GEMMs (kernels.h); everything else computes in fp32.
+    matmul_precision precision;
+    // Multiplies the gradient of the objective (dynamic loss scaling for fp16): the
+    // gradients backward leaves are loss_scale times the true ones. 1 = none.
+    float loss_scale;
 } model_options;
 
 typedef struct {

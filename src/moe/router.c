@@ -58,7 +58,7 @@ void moe_router_forward(float *logits, float *probs, float *lse, int *topk_idx,
                         float *topk_w, const float *inp, const float *gate, int N, int C,
                         int E, int k, int norm_topk_prob) {
     if (N == 0) return;
-    matmul_forward(logits, inp, gate, N, C, E);  // fp32 even when the experts run in bf16
+    matmul_forward_fp32(logits, inp, gate, N, C, E);  // routing decisions stay in fp32
     moe_router_softmax_topk(probs, lse, topk_idx, topk_w, logits, N, E, k, norm_topk_prob);
 }
 
@@ -149,5 +149,5 @@ void moe_router_backward_global(float *dinp, float *dgate, float *dlogits, float
         double zt = z_scale * lse[t];
         for (int e = 0; e < E; e++) dl[e] = (float)(p[e] * (dp[e] - pdp + zt));
     }
-    matmul_backward(dinp, dgate, dlogits, inp, gate, N, C, E);
+    matmul_backward_fp32(dinp, dgate, dlogits, inp, gate, N, C, E);
 }

@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -162,7 +163,9 @@ static char *trainer_json(const trainer *tr, uint64_t model_sum, uint64_t opt_su
     cJSON_AddNumberToObject(lr, "warmup", (double)o->warmup);
     cJSON_AddNumberToObject(lr, "max_lr", o->lr);
     cJSON_AddNumberToObject(lr, "min_lr", tr->min_lr);
-    cJSON_AddNumberToObject(root, "loss_scale", 1.0);
+    // fp16's dynamic loss scale and its run of good steps: exact resume needs both.
+    cJSON_AddNumberToObject(root, "loss_scale", tr->loss_scale);
+    cJSON_AddNumberToObject(root, "loss_scale_good_steps", (double)tr->good_steps);
     char *cfg_text = model_config_to_json(&tr->cfg);
     cJSON_AddItemToObject(root, "model_config", cJSON_Parse(cfg_text));
     free(cfg_text);
@@ -177,6 +180,8 @@ static char *trainer_json(const trainer *tr, uint64_t model_sum, uint64_t opt_su
     cJSON_AddNumberToObject(t, "beta2", o->beta2);
     cJSON_AddNumberToObject(t, "eps", o->eps);
     cJSON_AddNumberToObject(t, "clip", o->clip);
+    static const char *dtype_names[] = {"fp32", "bf16", "fp16"};
+    cJSON_AddStringToObject(t, "dtype", dtype_names[o->dtype]);
     cJSON_AddStringToObject(t, "data", o->data_path ? o->data_path : "");
     cJSON *sums = cJSON_AddObjectToObject(root, "checksums_xxh64");
     char hex[17];
@@ -206,6 +211,8 @@ typedef struct {
     const char *seed;             // decimal, inside root
     const cJSON *model_config;    // inside root
     uint64_t model_sum, opt_sum;
+    double loss_scale;            // 0: not recorded
+    long good_steps;
 } ckpt_meta;
 
 static int json_get_number(const cJSON *obj, const char *key, double *out, const char *file) {
@@ -284,6 +291,15 @@ static int meta_read(ckpt_meta *m, const char *path) {
     if (rc == BG_OK && !cJSON_IsString(seed)) rc = bg_error("%s: missing data seed", path);
     if (rc == BG_OK) rc = parse_hex64(sums, "model.safetensors", &m->model_sum, path);
     if (rc == BG_OK) rc = parse_hex64(sums, "optimizer.safetensors", &m->opt_sum, path);
+    // The loss scale: optional (1 when absent), positive and finite when present.
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(m->root, "loss_scale");
+    const cJSON *gs = cJSON_GetObjectItemCaseSensitive(m->root, "loss_scale_good_steps");
+    if (rc == BG_OK && ls && !(cJSON_IsNumber(ls) && isfinite(ls->valuedouble) && ls->valuedouble > 0))
+        rc = bg_error("%s: bad \"loss_scale\"", path);
+    if (rc == BG_OK && gs && !(cJSON_IsNumber(gs) && whole(gs->valuedouble)))
+        rc = bg_error("%s: bad \"loss_scale_good_steps\"", path);
+    m->loss_scale = ls ? ls->valuedouble : 0;
+    m->good_steps = gs ? (long)gs->valuedouble : 0;
     m->model_config = cJSON_GetObjectItemCaseSensitive(m->root, "model_config");
     if (rc == BG_OK && !cJSON_IsObject(m->model_config)) rc = bg_error("%s: missing model_config", path);
     if (rc != BG_OK) {
@@ -743,6 +759,12 @@ int ckpt_load(trainer *tr, const char *dir) {
     tr->adam.step = (long)step;
     tr->step = meta.step;
     tr->samples = meta.samples;
+    // A run that switches to fp16 starts from its own initial scale; one that stays
+    // in fp16 continues with the saved scale.
+    if (tr->opt.dtype == MATMUL_FP16 && meta.loss_scale >= LOSS_SCALE_MIN) {
+        tr->loss_scale = (float)meta.loss_scale;
+        tr->good_steps = meta.good_steps;
+    }
     rc = BG_OK;
 done:
     param_table_free(&full);

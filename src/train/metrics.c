@@ -2,6 +2,7 @@
 #include "core/error.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,15 +30,26 @@ static void format_duration(char *buf, size_t n, double sec) {
     else snprintf(buf, n, "%lds", s);
 }
 
+static void json_number(FILE *f, const char *key, const char *fmt, double x) {
+    fprintf(f, ",\"%s\":", key);
+    if (isfinite(x)) fprintf(f, fmt, x);
+    else fputs("null", f);
+}
+
 void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
     if (s->quiet) return;
     if (s->log) {
-        fprintf(s->log,
-                "{\"step\":%ld,\"loss\":%.6f,\"aux_loss\":%.6f,\"z_loss\":%.6f,\"lr\":%.6g,"
-                "\"grad_norm\":%.6f,\"tokens_per_s\":%.1f,\"gflops\":%.2f,\"step_s\":%.4f,"
-                "\"expert_counts\":[",
-                m->step, m->loss, m->aux_loss, m->z_loss, m->lr, m->grad_norm, m->tokens_per_s,
+        // JSON has no inf or nan: a diverged loss or an overflowed gradient is null.
+        fprintf(s->log, "{\"step\":%ld", m->step);
+        json_number(s->log, "loss", "%.6f", m->loss);
+        json_number(s->log, "aux_loss", "%.6f", m->aux_loss);
+        json_number(s->log, "z_loss", "%.6f", m->z_loss);
+        json_number(s->log, "lr", "%.6g", m->lr);
+        json_number(s->log, "grad_norm", "%.6f", m->grad_norm);
+        fprintf(s->log, ",\"tokens_per_s\":%.1f,\"gflops\":%.2f,\"step_s\":%.4f", m->tokens_per_s,
                 m->gflops, m->step_seconds);
+        if (m->fp16) fprintf(s->log, ",\"loss_scale\":%.0f,\"skipped\":%s", m->loss_scale, m->skipped ? "true" : "false");
+        fputs(",\"expert_counts\":[", s->log);
         int first = 1;
         for (int l = 0; l < mdl->cfg.num_hidden_layers; l++) {
             const int *counts = model_expert_counts(mdl, l);

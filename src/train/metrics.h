@@ -13,6 +13,9 @@ typedef struct {
     int ranks;                  // > 1: a parallel run; the traffic fields are set
     double a2a_bytes_intra, a2a_bytes_inter, a2a_msgs_inter, a2a_seconds;
     double allreduce_bytes, allreduce_seconds;
+    int fp16;                   // dynamic loss scaling: the two fields below are logged
+    double loss_scale;          // the scale this step ran at
+    int skipped;                // its gradients overflowed: no update
 } step_metrics;
 
 typedef struct {

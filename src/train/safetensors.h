@@ -54,13 +54,7 @@ const char *st_dtype_name(st_dtype d);           // "F32"; "?" for an invalid va
 st_dtype st_dtype_from_name(const char *name);   // ST_DTYPE_NONE if unknown
 size_t st_dtype_size(st_dtype d);                // bytes per element; 0 if invalid
 
-// Scalar conversions. fp32 → bf16/fp16 round to nearest, ties to even; values beyond the
-// largest finite target round to infinity as IEEE 754 prescribes; NaN stays NaN (quiet,
-// sign kept). The reverse directions are exact.
-uint16_t st_f32_to_bf16(float x);
-float st_bf16_to_f32(uint16_t h);
-uint16_t st_f32_to_f16(float x);
-float st_f16_to_f32(uint16_t h);
+// (bf16/fp16 <-> fp32 conversions: core/half.h.)
 
 // Offset of the first byte of s[0..n) that is not valid UTF-8 (RFC 3629: no overlong forms,
 // surrogates, or code points above U+10FFFF), or n if all are valid. Unless allow_control,

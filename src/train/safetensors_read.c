@@ -1,5 +1,6 @@
 // safetensors reader: maps a file, validates the whole header against the file (see the
 // format and the list of checks in safetensors.h), then serves tensors by name.
+#include "core/half.h"
 #include "train/safetensors.h"
 
 #include "core/error.h"
@@ -392,7 +393,7 @@ int st_read_f32(const st_file *f, const char *name, float *out, int ndim, const 
         for (size_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, p + 2 * i, 2);
-            out[i] = t->dtype == ST_BF16 ? st_bf16_to_f32(h) : st_f16_to_f32(h);
+            out[i] = t->dtype == ST_BF16 ? bg_bf16_to_f32(h) : bg_f16_to_f32(h);
         }
         return BG_OK;
     default:

@@ -1,6 +1,7 @@
 // safetensors writer: builds the header (format in safetensors.h), then streams the header
 // and every tensor through write(2), checking each call, and fsyncs. The XXH64 of the bytes
 // is computed on the way so the caller can record it without reading the file back.
+#include "core/half.h"
 #include "train/safetensors.h"
 
 #include "core/error.h"
@@ -161,7 +162,7 @@ static int write_converted(st_sink *s, const st_tensor_in *x, uint64_t nbytes) {
     for (size_t i = 0; i < n;) {
         size_t k = n - i < ST_STAGE_BYTES / 2 ? n - i : ST_STAGE_BYTES / 2;
         for (size_t j = 0; j < k; j++)
-            stage[j] = x->dtype == ST_BF16 ? st_f32_to_bf16(src[i + j]) : st_f32_to_f16(src[i + j]);
+            stage[j] = x->dtype == ST_BF16 ? bg_f32_to_bf16(src[i + j]) : bg_f32_to_f16(src[i + j]);
         if (sink_write(s, stage, k * 2) != BG_OK) return BG_ERR;
         i += k;
     }

@@ -29,6 +29,9 @@ void train_options_defaults(train_options *o) {
     o->clip = 1.0f;
     o->seed = 1337;
     o->eval_batches = 4;
+    o->dtype = MATMUL_FP32;
+    o->loss_scale_init = 65536.0f;  // 2^16, as PyTorch's GradScaler
+    o->loss_scale_window = 1000;
 }
 
 static int validate(const train_options *o) {
@@ -55,6 +58,9 @@ static int validate(const train_options *o) {
         return bg_error("--resume latest needs --save-dir");
     if (o->fallback && !(o->resume && !strcmp(o->resume, "latest")))
         return bg_error("--fallback applies only to --resume latest");
+    if (!(o->loss_scale_init >= 1) || !isfinite(o->loss_scale_init))
+        return bg_error("--loss-scale must be a finite number >= 1");
+    if (o->loss_scale_window <= 0) return bg_error("--loss-scale-window must be positive");
     if ((long long)o->batch_size * o->seq_len > (1LL << 28))
         return bg_error("--batch-size x --seq-len is too large");
     return BG_OK;
@@ -191,6 +197,8 @@ int trainer_init(trainer *tr, const train_options *o) {
     adamw_init(&tr->adam, tr->m.table.numel);
     tr->hp = (adamw_hparams){o->beta1, o->beta2, o->eps, o->weight_decay};
     tr->min_lr = o->min_lr >= 0 ? o->min_lr : o->lr * 0.1f;
+    tr->loss_scale = o->dtype == MATMUL_FP16 ? o->loss_scale_init : 1.0f;
+    tr->m.opt.precision = (matmul_precision)o->dtype;
     tr->inputs = bg_malloc(sizeof(int) * B * T);
     tr->targets = bg_malloc(sizeof(int) * B * T);
     rc = o->resume ? trainer_resume(tr) : BG_OK;
@@ -236,23 +244,54 @@ static int trainer_load_inputs(trainer *tr, const train_options *o) {
     return BG_OK;
 }
 
-double trainer_step(trainer *tr) {
+double trainer_compute_grads(trainer *tr) {
     const train_options *o = &tr->opt;
     int B = o->batch_size;
     model *m = &tr->m;
     // This rank's slice of the global batch: the same tokens whatever the layout.
     loader_samples(&tr->train, tr->samples + (uint64_t)tr->rank * B, B, tr->inputs, tr->targets);
     tr->samples += (uint64_t)B * (tr->world > 0 ? tr->world : 1);
+    m->opt.precision = (matmul_precision)o->dtype;
+    m->opt.loss_scale = tr->loss_scale;
     model_forward(m, tr->inputs, tr->targets);
     model_zero_grad(m);
     model_backward(m);
     model_reduce_grads(m);
-    tr->last_grad_norm = model_grad_norm(m);
-    tr->last_lr = lr_schedule(tr->step, o->steps, o->warmup, o->lr, tr->min_lr);
-    adamw_update(&tr->adam, m->params, m->grads, &m->table, &tr->hp, tr->last_lr,
-                 grad_clip_scale(tr->last_grad_norm, o->clip));
-    tr->step++;
     return m->loss;
+}
+
+
+int trainer_apply_grads(trainer *tr) {
+    const train_options *o = &tr->opt;
+    model *m = &tr->m;
+    double norm = model_grad_norm(m);  // the same on every rank: all skip, or none
+    tr->last_lr = lr_schedule(tr->step, o->steps, o->warmup, o->lr, tr->min_lr);
+    tr->step++;
+    tr->skipped_at = 0;
+    if (o->dtype == MATMUL_FP16 && !isfinite(norm)) {
+        float was = tr->loss_scale;
+        tr->loss_scale = was / 2 > LOSS_SCALE_MIN ? was / 2 : LOSS_SCALE_MIN;
+        tr->good_steps = 0;
+        tr->skipped_steps++;
+        tr->skipped_at = was;
+        tr->last_grad_norm = INFINITY;
+        return 0;
+    }
+    tr->last_grad_norm = norm / tr->loss_scale;
+    // Unscaling folds into AdamW's gradient multiplier with the clipping.
+    adamw_update(&tr->adam, m->params, m->grads, &m->table, &tr->hp, tr->last_lr,
+                 grad_clip_scale(tr->last_grad_norm, o->clip) / tr->loss_scale);
+    if (o->dtype == MATMUL_FP16 && ++tr->good_steps >= o->loss_scale_window) {
+        tr->good_steps = 0;
+        if (tr->loss_scale < 16777216.0f) tr->loss_scale *= 2;  // 2^24: far past any need
+    }
+    return 1;
+}
+
+double trainer_step(trainer *tr) {
+    double loss = trainer_compute_grads(tr);
+    trainer_apply_grads(tr);
+    return loss;
 }
 
 double trainer_evaluate(trainer *tr) {
@@ -402,11 +441,17 @@ int trainer_run(const train_options *o, int *report) {
             .tokens_per_s = (double)B * T * P / dt, .gflops = flops_per_step / dt / 1e9,
             .step_seconds = dt,
             .eta_seconds = train_seconds / (tr.step - first_step) * (o->steps - tr.step),
-            .ranks = P,
+            .ranks = P, .fp16 = o->dtype == MATMUL_FP16, .loss_scale = tr.skipped_at > 0 ? tr.skipped_at : tr.loss_scale,
+            .skipped = tr.skipped_at > 0,
         };
         step_traffic(&tr, &sm);
         metrics_step(&sink, &sm, &tr.m);
-        if (!isfinite(loss)) {  // the loss is the global mean: every rank sees the same
+        if (tr.skipped_at > 0)
+            metrics_note(&sink, "step %ld: fp16 gradients overflowed at loss scale %g: step skipped, loss scale now %g",
+                         tr.step, tr.skipped_at, tr.loss_scale);
+        // Under fp16 an overflowing forward is a skipped step while the scale can still
+        // drop; the loss is the global mean: every rank sees the same.
+        if (!isfinite(loss) && !(tr.skipped_at > LOSS_SCALE_MIN)) {
             rc = TRAIN_FAILED;
             bg_error("training diverged: loss is not finite at step %ld", tr.step);
             *report = root;

@@ -3,6 +3,8 @@
 // The step loop: batch → forward → backward → clip → AdamW, with metrics and eval.
 #include <stdint.h>
 
+#include "kernels/kernels.h"
+
 typedef struct {
     const char *config_path;
     const char *data_path;
@@ -29,6 +31,14 @@ typedef struct {
     int ranks_per_node;
     int a2a_hierarchical;
     int a2a_chunks;
+    // Mixed precision: the GEMMs' operand precision (matmul_precision: fp32, bf16,
+    // fp16); master weights, AdamW state and everything outside the GEMMs stay fp32.
+    // fp16 scales the loss dynamically: starts at loss_scale_init, halves on every
+    // step whose gradients overflow (the step is skipped), doubles after
+    // loss_scale_window good steps in a row.
+    int dtype;
+    float loss_scale_init;
+    long loss_scale_window;
     // Set (by a signal handler) to ask for a checkpoint at the next step boundary
     // and a clean stop; NULL: never.
     volatile int *stop_requested;
@@ -66,14 +76,28 @@ typedef struct {
                                 // (the global batch is batch_size x world)
     float min_lr;
     int *inputs, *targets;      // (B,T) batch buffers
-    double last_grad_norm;
+    double last_grad_norm;      // of the true (unscaled) gradient; inf on a skipped step
     float last_lr;
+    float loss_scale;           // 1 unless fp16
+    long good_steps;            // fp16: steps since the scale last changed or a skip
+    long skipped_steps;         // fp16: steps skipped for overflow in this process
+    float skipped_at;           // the last step was skipped at this loss scale; 0: applied
 } trainer;
 
 // Loads config and data and initializes the model: BG_OK or BG_ERR with bg_error set.
 int trainer_init(trainer *tr, const train_options *o);
 // One optimizer step on the next batch; returns the batch's mean cross-entropy.
+// = trainer_compute_grads + trainer_apply_grads.
 double trainer_step(trainer *tr);
+// Forward and backward on the next batch: m.grads holds the global batch's gradient
+// (times the loss scale). Returns the batch's mean cross-entropy.
+double trainer_compute_grads(trainer *tr);
+// Clips and applies the gradients, and counts the step. Under fp16, gradients that
+// overflowed (a non-finite norm) skip the update and halve the loss scale instead;
+// returns 0 then, 1 when the step was applied.
+int trainer_apply_grads(trainer *tr);
+// The smallest loss scale: below 1 it would shrink gradients into fp16's underflow.
+#define LOSS_SCALE_MIN 1.0f
 // Mean cross-entropy over eval_batches batches of validation windows in file order.
 double trainer_evaluate(trainer *tr);
 void trainer_free(trainer *tr);

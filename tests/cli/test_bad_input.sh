@@ -77,6 +77,9 @@ expect unknown-command "unknown command" -- "$BIN" fly
 expect val-missing "cannot open token file" -- run "$D/good.json" "$D/ok.bin" --val "$D/nope.bin"
 expect a2a-algo "--a2a must be flat or hierarchical" -- run "$D/good.json" "$D/ok.bin" --a2a sideways
 expect a2a-chunks "a2a-chunks must be positive" -- run "$D/good.json" "$D/ok.bin" --a2a-chunks -1
+expect dtype "--dtype must be fp32, bf16 or fp16" -- run "$D/good.json" "$D/ok.bin" --dtype fp8
+expect loss-scale "--loss-scale must be a finite number >= 1" -- run "$D/good.json" "$D/ok.bin" --dtype fp16 --loss-scale 0.5
+expect loss-scale-window "--loss-scale-window must be positive" -- run "$D/good.json" "$D/ok.bin" --loss-scale-window 0
 expect ep-negative "expert-parallel must be positive" -- run "$D/good.json" "$D/ok.bin" --expert-parallel -1
 expect rpn-negative "ranks-per-node must be positive" -- run "$D/good.json" "$D/ok.bin" --ranks-per-node -2
 expect ep-too-big "exceeds the number of ranks" -- run "$D/good.json" "$D/ok.bin" --expert-parallel 2

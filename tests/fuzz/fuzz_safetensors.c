@@ -11,6 +11,7 @@
 //   - F16/BF16 values survive a widen-narrow round trip (NaN stays NaN);
 //   - writing the table back out and reading that gives the same tensors, bytes and metadata.
 #include "core/error.h"
+#include "core/half.h"
 #include "train/safetensors.h"
 
 #include <math.h>
@@ -47,7 +48,7 @@ static void check_tensor(const st_file *f, const st_tensor *t) {
         for (size_t i = 0; t->dtype != ST_F32 && i < t->numel; i++) {
             uint16_t h;
             memcpy(&h, (const uint8_t *)raw + 2 * i, 2);
-            uint16_t back = t->dtype == ST_BF16 ? st_f32_to_bf16(x[i]) : st_f32_to_f16(x[i]);
+            uint16_t back = t->dtype == ST_BF16 ? bg_f32_to_bf16(x[i]) : bg_f32_to_f16(x[i]);
             // NaN payloads may gain the quiet bit; anything else comes back bit for bit.
             uint16_t exp_mask = t->dtype == ST_BF16 ? 0x7f80 : 0x7c00;
             if (isnan(x[i])) FUZZ_CHECK((back & exp_mask) == exp_mask && (back & ~exp_mask & 0x7fff));

@@ -12,6 +12,10 @@
 // Several K: 1 and 3 stop inside the warm-up (warmup = 8 > K), 8 at its end, N-1 one step
 // before the end; K = 5 resumes through "latest" (with a newer and an older checkpoint
 // present) instead of a directory.
+// All of it twice: in fp32, and in fp16 with a loss-scale window of 3 steps, so the
+// dynamic loss scale and its count of good steps change across every stop and must
+// come back from trainer.json. (Scaling by powers of two is exact, so the losses alone
+// would not show a lost scale: the scale and the count are compared directly.)
 #include <stdio.h>
 #include <string.h>
 
@@ -28,7 +32,11 @@ typedef struct {
     size_t numel;
     long adam_step, step;
     uint64_t samples;
+    float loss_scale;
+    long good_steps;
 } run_result;
+
+static matmul_precision g_dtype;
 
 static void options(train_options *o, const train_fixture *f) {
     fixture_options(o, f);
@@ -37,6 +45,8 @@ static void options(train_options *o, const train_fixture *f) {
     o->threads = 1;
     o->batch_size = 4;
     o->seq_len = 16;
+    o->dtype = g_dtype;
+    o->loss_scale_window = 3;
 }
 
 static void capture(run_result *r, const trainer *tr) {
@@ -50,6 +60,8 @@ static void capture(run_result *r, const trainer *tr) {
     r->adam_step = tr->adam.step;
     r->step = tr->step;
     r->samples = tr->samples;
+    r->loss_scale = tr->loss_scale;
+    r->good_steps = tr->good_steps;
 }
 
 static void release(run_result *r) {
@@ -116,11 +128,13 @@ static void compare(int K, const run_result *ref, const run_result *got) {
              got->adam_step);
     TU_CHECK(ref->step == got->step && ref->samples == got->samples,
              "K=%d: trainer step / data position differ", K);
+    TU_CHECK(ref->loss_scale == got->loss_scale && ref->good_steps == got->good_steps,
+             "K=%d: loss scale %g after %ld good steps straight, %g after %ld resumed", K,
+             ref->loss_scale, ref->good_steps, got->loss_scale, got->good_steps);
 }
 
-int main(void) {
-    train_fixture f;
-    fixture_make(&f, 8);
+static void check_all_k(const train_fixture *fp, const char *dtype_name) {
+    const train_fixture f = *fp;
     run_result ref = {0};
     run_straight(&f, &ref);
 
@@ -150,7 +164,7 @@ int main(void) {
         }
         run_result got = {0};
         if (run_split(&f, K, save_dir, from, &got)) compare(K, &ref, &got);
-        printf("K=%2d (%s, warm-up %s): %s\n", K, K == 5 ? "latest" : "directory",
+        printf("%s K=%2d (%s, warm-up %s): %s\n", dtype_name, K, K == 5 ? "latest" : "directory",
                K < WARMUP ? "interrupted" : "done", tu_failures ? "FAILED so far" : "bitwise identical");
         release(&got);
         char cmd[500];
@@ -158,6 +172,15 @@ int main(void) {
         BG_ASSERT(system(cmd) == 0);
     }
     release(&ref);
+}
+
+int main(void) {
+    train_fixture f;
+    fixture_make(&f, 8);
+    g_dtype = MATMUL_FP32;
+    check_all_k(&f, "fp32");
+    g_dtype = MATMUL_FP16;
+    check_all_k(&f, "fp16");
     fixture_remove(&f);
     return tu_finish("exact_resume");
 }

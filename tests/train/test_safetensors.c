@@ -3,6 +3,7 @@
 // reference layout, and an independent Python reader/writer agrees with ours.
 // Comparisons are exact: nothing here is computed, only stored and converted.
 #include "core/error.h"
+#include "core/half.h"
 #include "train/safetensors.h"
 #include "test_util.h"
 
@@ -127,12 +128,12 @@ static void test_round_trip(void) {
     float *conv = malloc(sizeof(float) * N_BIG);
     TU_CHECK(st_read_f32(&f, "bf16.converted", conv, 1, (int64_t[]){N_BIG}) == BG_OK, "%s", bg_last_error());
     int bad = 0;
-    for (int i = 0; i < N_BIG; i++) bad += conv[i] != st_bf16_to_f32(st_f32_to_bf16(w_conv[i]));
+    for (int i = 0; i < N_BIG; i++) bad += conv[i] != bg_bf16_to_f32(bg_f32_to_bf16(w_conv[i]));
     TU_CHECK(bad == 0 && isinf(conv[0]) && conv[0] > 0 && isinf(conv[1]) && conv[1] < 0 && signbit(conv[3]),
              "BF16 written and read back: %d mismatches", bad);
     TU_CHECK(st_read_f32(&f, "f16.converted", got, 2, (int64_t[]){2, 3}) == BG_OK, "%s", bg_last_error());
     for (int i = 0; i < 6; i++)
-        TU_CHECK(got[i] == st_f16_to_f32(st_f32_to_f16(w_f16src[i])), "F16 element %d", i);
+        TU_CHECK(got[i] == bg_f16_to_f32(bg_f32_to_f16(w_f16src[i])), "F16 element %d", i);
     TU_CHECK(isinf(got[5]), "F16 overflow gives inf");
     // Raw reads of the non-float dtypes.
     int32_t i32[7];
@@ -276,8 +277,8 @@ static void test_python_reads_ours(const char *script) {
             double want;
             switch (tensors[i].dtype) {
             case ST_F32: want = ((const float *)tensors[i].data)[k]; break;
-            case ST_BF16: want = st_bf16_to_f32(st_f32_to_bf16(((const float *)tensors[i].data)[k])); break;
-            case ST_F16: want = st_f16_to_f32(st_f32_to_f16(((const float *)tensors[i].data)[k])); break;
+            case ST_BF16: want = bg_bf16_to_f32(bg_f32_to_bf16(((const float *)tensors[i].data)[k])); break;
+            case ST_F16: want = bg_f16_to_f32(bg_f32_to_f16(((const float *)tensors[i].data)[k])); break;
             case ST_F64: want = ((const double *)tensors[i].data)[k]; break;
             case ST_I32: want = ((const int32_t *)tensors[i].data)[k]; break;
             case ST_I64: want = (double)((const int64_t *)tensors[i].data)[k]; break;

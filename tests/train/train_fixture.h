@@ -20,7 +20,7 @@ typedef struct {
     char dir[256], config[300], data[300], val[300];
 } train_fixture;
 
-static inline void fixture_make(train_fixture *f, int span) {
+static inline void fixture_make_task(train_fixture *f, synth_task task, int span) {
     snprintf(f->dir, sizeof f->dir, "/tmp/bagualu_test_XXXXXX");
     BG_ASSERT(mkdtemp(f->dir));
     snprintf(f->config, sizeof f->config, "%s/model.json", f->dir);
@@ -32,12 +32,15 @@ static inline void fixture_make(train_fixture *f, int span) {
     fclose(c);
     size_t n = 60000;
     uint32_t *tok = malloc(n * sizeof *tok);
-    synth_generate(tok, n, SYNTH_COPY, 32, span, 1);
+    synth_generate(tok, n, task, 32, span, 1);
     BG_ASSERT(shard_write(f->data, tok, n, SHARD_VERSION_U16) == BG_OK);
-    synth_generate(tok, 8000, SYNTH_COPY, 32, span, 2);
+    synth_generate(tok, 8000, task, 32, span, 2);
     BG_ASSERT(shard_write(f->val, tok, 8000, SHARD_VERSION_U16) == BG_OK);
     free(tok);
 }
+
+// The copy task (most tests): learning it takes a few hundred steps.
+static inline void fixture_make(train_fixture *f, int span) { fixture_make_task(f, SYNTH_COPY, span); }
 
 static inline void fixture_remove(train_fixture *f) {
     remove(f->config);

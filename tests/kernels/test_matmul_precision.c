@@ -1,0 +1,159 @@
+// Mixed-precision GEMMs: operand rounding bit-exact against core/half's integer
+// reference, and bf16/fp16 GEMMs (forward and both backward products) against a
+// double-precision product of the rounded operands.
+//
+// Tolerances: with operands rounded the same way, the only difference left is fp32
+// accumulation over K terms (relative ~K·2^-24 of Σ|a·b|), so atol/rtol 2e-5 at
+// K = 200 holds with a wide margin. Against the unrounded fp32 product the result must
+// differ by about the format's rounding (bf16 2^-9, fp16 2^-12 relative per operand):
+// above a floor (rounding happened) and below a ceiling (it was not worse).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/half.h"
+#include "kernels/kernels.h"
+#include "test_util.h"
+
+static uint32_t bits_of(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+static float float_of(uint32_t u) {
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+// Bit patterns over the whole fp32 range (a prime stride through 2^32) plus the edges:
+// zeros, infinities, NaNs, fp16's largest finite and its rounding boundary, subnormals.
+static size_t patterns(float *x, size_t n) {
+    static const uint32_t edges[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                                     0xffc00001u, 0x7f800001u, 0x00000001u, 0x807fffffu, 0x477fe000u,
+                                     0x477ff000u, 0x477fefffu, 0x33800000u, 0x33000000u, 0x33000001u,
+                                     0x387fc000u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x3f7fffffu};
+    size_t k = 0;
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0] && k < n; i++) x[k++] = float_of(edges[i]);
+    for (uint64_t u = 12345; k < n; u += 4099) x[k++] = float_of((uint32_t)(u * 1048573u));
+    return k;
+}
+
+static void check_casts(void) {
+    size_t n = 1 << 20;  // large enough for the threaded path
+    float *x = malloc(n * sizeof *x), *r = malloc(n * sizeof *r);
+    uint16_t *h = malloc(n * sizeof *h);
+    patterns(x, n);
+    cast_f32_to_bf16(h, x, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += h[i] != bg_f32_to_bf16(x[i]);
+    TU_CHECK(bad == 0, "cast_f32_to_bf16: %zu of %zu differ from the reference", bad, n);
+    round_f32_to_f16(r, x, n);
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float want = bg_f16_to_f32(bg_f32_to_f16(x[i]));
+        if (isnan(want) ? !isnan(r[i]) : bits_of(r[i]) != bits_of(want)) bad++;
+    }
+    TU_CHECK(bad == 0, "round_f32_to_f16: %zu of %zu differ from the reference", bad, n);
+    TU_CHECK(isinf(r[9]) == 0 && r[9] == 65504.0f, "65504 (fp16's largest) must survive, got %g", r[9]);
+    TU_CHECK(isinf(r[10]), "65520 must round to inf in fp16, got %g", r[10]);
+    printf("casts: %zu patterns, bf16 and fp16 rounding equal the integer reference\n", n);
+    free(x), free(r), free(h);
+}
+
+static float round_as(matmul_precision p, float x) {
+    if (p == MATMUL_BF16) return bg_bf16_to_f32(bg_f32_to_bf16(x));
+    if (p == MATMUL_FP16) return bg_f16_to_f32(bg_f32_to_f16(x));
+    return x;
+}
+
+// C(M,N) = A(M,K)·B(N,K)ᵀ in double on operands rounded to p; B given (N,K) with stride.
+static void ref_gemm(double *c, const float *a, int sa_m, int sa_k, const float *b, int sb_n, int sb_k,
+                     int M, int K, int N, matmul_precision p) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < K; k++)
+                s += (double)round_as(p, a[i * sa_m + k * sa_k]) * round_as(p, b[j * sb_n + k * sb_k]);
+            c[i * N + j] = s;
+        }
+}
+
+static double max_rel_gap(const float *got, const double *want, size_t n) {
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(got[i] - want[i]));
+    return worst / scale;
+}
+
+static void check_gemms(matmul_precision p, const char *name, double floor_gap, double ceil_gap) {
+    const int M = 37, K = 200, N = 29;
+    float *a = malloc(sizeof(float) * M * K), *w = malloc(sizeof(float) * N * K);
+    float *dout = malloc(sizeof(float) * M * N), *out = malloc(sizeof(float) * M * N);
+    float *dinp = calloc((size_t)M * K, sizeof(float)), *dw = calloc((size_t)N * K, sizeof(float));
+    double *ref = malloc(sizeof(double) * M * K * 4), *ref32 = malloc(sizeof(double) * M * N);
+    tu_fill_normal(a, (size_t)M * K, 1.0);
+    tu_fill_normal(w, (size_t)N * K, 0.5);
+    tu_fill_normal(dout, (size_t)M * N, 1.0);
+    matmul_set_precision(p);
+    matmul_weights_changed();
+    long prims = matmul_primitives_created();
+    matmul_forward(out, a, w, M, K, N);
+    ref_gemm(ref, a, K, 1, w, K, 1, M, K, N, p);
+    tu_expect_close(name, out, ref, (size_t)M * N, 2e-5, 2e-5);
+    ref_gemm(ref32, a, K, 1, w, K, 1, M, K, N, MATMUL_FP32);
+    double gap = max_rel_gap(out, ref32, (size_t)M * N);
+    printf("%s forward: largest gap to the unrounded product %.2e of its largest value\n", name, gap);
+    TU_CHECK(gap > floor_gap && gap < ceil_gap, "%s: gap %.2e to fp32 outside [%.0e, %.0e]", name, gap,
+             floor_gap, ceil_gap);
+    // dinp(M,K) = dout(M,N)·w(N,K): B read as (K,N) → element (k, j) at w[j*K + k]
+    matmul_backward(dinp, dw, dout, a, w, M, K, N);
+    ref_gemm(ref, dout, N, 1, w, 1, K, M, N, K, p);
+    tu_expect_close("dinp", dinp, ref, (size_t)M * K, 2e-5, 2e-5);
+    // dw(N,K) = doutᵀ(N,M)·a(M,K)
+    ref_gemm(ref, dout, 1, N, a, 1, K, N, M, K, p);
+    tu_expect_close("dweight", dw, ref, (size_t)N * K, 2e-5, 2e-5);
+    // The same shapes again: no new primitive, and a changed weight is seen once
+    // matmul_weights_changed says so.
+    for (size_t i = 0; i < (size_t)N * K; i++) w[i] = -w[i];
+    matmul_weights_changed();
+    matmul_forward(out, a, w, M, K, N);
+    ref_gemm(ref, a, K, 1, w, K, 1, M, K, N, p);
+    tu_expect_close("forward after a weight change", out, ref, (size_t)M * N, 2e-5, 2e-5);
+    long again = matmul_primitives_created();
+    matmul_forward(out, a, w, M - 5, K, N);  // another M: still no new primitive
+    TU_CHECK(matmul_primitives_created() == again, "%s: a primitive created for a new M", name);
+    printf("%s: %ld primitives for forward + backward\n", name, again - prims);
+    // The router's fp32 path ignores the precision set.
+    float *o32 = malloc(sizeof(float) * M * N);
+    matmul_forward_fp32(o32, a, w, M, K, N);
+    matmul_set_precision(MATMUL_FP32);
+    matmul_forward(out, a, w, M, K, N);
+    TU_CHECK(memcmp(o32, out, sizeof(float) * M * N) == 0, "%s: matmul_forward_fp32 is not fp32", name);
+    free(a), free(w), free(dout), free(out), free(dinp), free(dw), free(ref), free(ref32), free(o32);
+}
+
+// fp16's range: a product beyond 65504 in an operand is inf, as loss scaling expects.
+static void check_fp16_overflow(void) {
+    float a[4] = {1e5f, 1, 1, 1}, w[4] = {1, 0, 0, 0}, out[1];
+    matmul_set_precision(MATMUL_FP16);
+    matmul_weights_changed();
+    matmul_forward(out, a, w, 1, 4, 1);
+    TU_CHECK(isinf(out[0]), "fp16: an operand of 1e5 gave %g, expected inf", out[0]);
+    matmul_set_precision(MATMUL_BF16);
+    matmul_forward(out, a, w, 1, 4, 1);
+    TU_CHECK(fabsf(out[0] - 99840.0f) < 1, "bf16: 1e5 rounds to 99840, got %g", out[0]);
+    matmul_set_precision(MATMUL_FP32);
+}
+
+int main(void) {
+    tu_seed(11);
+    check_casts();
+    check_gemms(MATMUL_BF16, "bf16", 1e-4, 1e-2);
+    check_gemms(MATMUL_FP16, "fp16", 1e-5, 2e-3);
+    check_fp16_overflow();
+    matmul_cache_clear();
+    return tu_finish("matmul_precision");
+}
