@@ -1,6 +1,9 @@
 // Training-step benchmark: median ms/step of a model config against this
-// machine's measured FMA peak and oneDNN GEMM rate, all in one run.
-//   bench_step --config configs/m1.json --batch 8 --seq 256 --threads 2 --steps 10
+// machine's measured peak and oneDNN GEMM rate at the step's precision, all in one run.
+//   bench_step --config configs/m1.json --batch 8 --seq 256 --threads 2 --steps 10 [--dtype bf16]
+// fp32 and fp16 (whose rounded operands run through the fp32 GEMM) are judged against
+// the AVX-512 FMA peak and the f32 GEMM; bf16 against the bf16 dot-product peak and the
+// bf16 GEMM.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,8 @@ static int cmp_double(const void *a, const void *b) {
 int main(int argc, char **argv) {
     const char *config = "configs/m1.json";
     int B = 8, T = 256, threads = 2, steps = 10, warmup = 2;
+    const char *dtype = "fp32";
+    int gemm_profile = 0;  // 1: a table of the timed steps' GEMMs by shape
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--config")) config = argv[i + 1];
         else if (!strcmp(argv[i], "--batch")) B = atoi(argv[i + 1]);
@@ -30,6 +35,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
+        else if (!strcmp(argv[i], "--gemm-profile")) gemm_profile = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "bench_step: unknown flag %s\n", argv[i]);
             return 2;
@@ -44,12 +51,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_step: bad --batch/--seq/--steps/--threads\n");
         return 2;
     }
+    matmul_precision prec = !strcmp(dtype, "bf16") ? MATMUL_BF16 : !strcmp(dtype, "fp16") ? MATMUL_FP16 : MATMUL_FP32;
+    if (prec == MATMUL_FP32 && strcmp(dtype, "fp32") != 0) {
+        fprintf(stderr, "bench_step: --dtype must be fp32, bf16 or fp16\n");
+        return 2;
+    }
     bg_threads_set(threads);
-    double fma = peak_fma_gflops(threads, 1.5);
-    double gemm = peak_gemm_gflops(2048, 5);
+    int bf16 = prec == MATMUL_BF16;
+    double peak = bf16 ? peak_bf16_gflops(threads, 1.5) : peak_fma_gflops(threads, 1.5);
+    double gemm = peak_gemm_gflops(2048, 5, bf16 ? MATMUL_BF16 : MATMUL_FP32);
 
     model m;
     model_init(&m, &cfg, 1);
+    m.opt.precision = prec;
     model_prepare(&m, B, T);
     adamw_state opt;
     adamw_init(&opt, m.table.numel);
@@ -64,6 +78,7 @@ int main(int argc, char **argv) {
     }
     double *times = malloc(sizeof(double) * steps), fwd = 0, bwd = 0, opt_t = 0;
     for (int s = -warmup; s < steps; s++) {
+        if (s == 0) matmul_profile(gemm_profile);
         double t0 = bg_now();
         model_forward(&m, inputs, targets);
         double t1 = bg_now();
@@ -82,16 +97,22 @@ int main(int argc, char **argv) {
     double med = times[steps / 2];
     double flops = model_flops_per_token(&cfg, T) * N;
     double achieved = flops / med / 1e9;
-    printf("machine (%d threads): AVX-512 FMA peak %.1f GFLOP/s | oneDNN f32 GEMM 2048^3 %.1f GFLOP/s\n",
-           threads, fma, gemm);
-    printf("model %s: %.1fM params, batch %d x %d, %.1f GFLOP per step\n", config,
+    const char *peak_name = bf16 ? "AVX512-BF16 dot-product" : "AVX-512 FMA";
+    printf("machine (%d threads): %s peak %.1f GFLOP/s | oneDNN %s GEMM 2048^3 %.1f GFLOP/s\n",
+           threads, peak_name, peak, bf16 ? "bf16" : "f32", gemm);
+    printf("model %s (%s): %.1fM params, batch %d x %d, %.1f GFLOP per step\n", config, dtype,
            m.table.numel / 1e6, B, T, flops / 1e9);
     printf("train step: median %.1f ms (min %.1f, max %.1f, n=%d) | forward %.1f ms, backward %.1f ms, "
            "optimizer %.1f ms (means)\n",
            med * 1e3, times[0] * 1e3, times[steps - 1] * 1e3, steps, fwd / steps * 1e3,
            bwd / steps * 1e3, opt_t / steps * 1e3);
-    printf("throughput: %.0f tokens/s | %.1f GFLOP/s | %.1f%% of FMA peak | %.1f%% of GEMM rate\n",
-           N / med, achieved, 100 * achieved / fma, 100 * achieved / gemm);
+    printf("throughput: %.0f tokens/s | %.1f GFLOP/s | %.1f%% of %s peak | %.1f%% of GEMM rate\n",
+           N / med, achieved, peak > 0 ? 100 * achieved / peak : 0.0, bf16 ? "bf16" : "FMA",
+           100 * achieved / gemm);
+    if (gemm_profile) {
+        printf("GEMMs of the %d timed steps:\n", steps);
+        matmul_profile_print(stdout);
+    }
     free(times), free(inputs), free(targets);
     adamw_free(&opt);
     model_free(&m);

@@ -42,7 +42,31 @@ static double fma_block(long iters, float *sink) {
     return 12.0 * VLEN * 2.0 * iters;  // flops
 }
 
-double peak_fma_gflops(int threads, double seconds) {
+#if defined(__AVX512BF16__)
+// bf16 pairs: each vdpbf16ps does 16 lanes x 2 products x (mul + add).
+static double bf16_block(long iters, float *sink) {
+    __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3400);
+    __m512 c[12];
+    for (int j = 0; j < 12; j++) c[j] = _mm512_set1_ps((float)j);
+    for (long i = 0; i < iters; i++) {
+        c[0] = _mm512_dpbf16_ps(c[0], a, b); c[1] = _mm512_dpbf16_ps(c[1], a, b);
+        c[2] = _mm512_dpbf16_ps(c[2], a, b); c[3] = _mm512_dpbf16_ps(c[3], a, b);
+        c[4] = _mm512_dpbf16_ps(c[4], a, b); c[5] = _mm512_dpbf16_ps(c[5], a, b);
+        c[6] = _mm512_dpbf16_ps(c[6], a, b); c[7] = _mm512_dpbf16_ps(c[7], a, b);
+        c[8] = _mm512_dpbf16_ps(c[8], a, b); c[9] = _mm512_dpbf16_ps(c[9], a, b);
+        c[10] = _mm512_dpbf16_ps(c[10], a, b); c[11] = _mm512_dpbf16_ps(c[11], a, b);
+    }
+    __m512 s = c[0];
+    for (int j = 1; j < 12; j++) s = _mm512_add_ps(s, c[j]);
+    float out[16];
+    _mm512_storeu_ps(out, s);
+    *sink += out[0];
+    return 12.0 * 16 * 4.0 * iters;
+}
+#endif
+
+// Best of 3 timed rounds of `block` on every thread.
+static double peak_of(double (*block)(long, float *), int threads, double seconds) {
     double best = 0;
     float sink = 0;
     for (int rep = 0; rep < 3; rep++) {
@@ -52,7 +76,7 @@ double peak_fma_gflops(int threads, double seconds) {
             #pragma omp parallel num_threads(threads) reduction(+ : flops)
             {
                 float local = 0;
-                flops += fma_block(iters, &local);
+                flops += block(iters, &local);
                 #pragma omp atomic
                 sink += local;
             }
@@ -65,7 +89,20 @@ double peak_fma_gflops(int threads, double seconds) {
     return best;
 }
 
-double peak_gemm_gflops(int n, int reps) {
+double peak_fma_gflops(int threads, double seconds) { return peak_of(fma_block, threads, seconds); }
+
+double peak_bf16_gflops(int threads, double seconds) {
+#if defined(__AVX512BF16__)
+    return peak_of(bf16_block, threads, seconds);
+#else
+    (void)threads, (void)seconds;
+    return 0;
+#endif
+}
+
+double peak_gemm_gflops(int n, int reps, int precision) {
+    matmul_set_precision((matmul_precision)precision);
+    matmul_weights_changed();
     float *a = bg_aligned_alloc(sizeof(float) * n * n), *b = bg_aligned_alloc(sizeof(float) * n * n);
     float *c = bg_aligned_alloc(sizeof(float) * n * n);
     for (long i = 0; i < (long)n * n; i++) a[i] = b[i] = (float)(i % 13) * 0.01f;
@@ -78,5 +115,7 @@ double peak_gemm_gflops(int n, int reps) {
         if (dt < best) best = dt;
     }
     free(a), free(b), free(c);
+    matmul_set_precision(MATMUL_FP32);
+    matmul_weights_changed();
     return 2.0 * n * n * (double)n / best / 1e9;
 }

@@ -11,6 +11,7 @@
 //     deterministic for a fixed thread count.
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 // ---- matmul (oneDNN) ----------------------------------------------------------
 // Operand precision of matmul_forward/backward (mixed precision, as autocast): inputs
@@ -50,6 +51,11 @@ void matmul_backward_fp32(float *dinp, float *dweight, const float *dout, const 
 void matmul_cache_clear(void);
 // Primitives created since the start (a steady-state step must create none).
 long matmul_primitives_created(void);
+// Per-shape timing of the GEMMs (benchmarks): on = 1 zeroes the counts and starts
+// timing every call; print writes one line per (kind, type, K, N) with calls, time,
+// share and GFLOP/s.
+void matmul_profile(int on);
+void matmul_profile_print(FILE *f);
 
 // ---- mixed-precision operands -------------------------------------------------
 // out = bf16(in), rounded to nearest even (NaN stays NaN, overflow is inf).

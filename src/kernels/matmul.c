@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/timer.h"
 
 // A failing oneDNN call means a bug here or a broken install, not bad user input.
 #define DNNL_CHECK(call)                                                               \
@@ -57,9 +58,13 @@ typedef struct {
     dnnl_memory_t a, b, c;
     int64_t mem_M;
     uint64_t last_use;
+    // matmul_profile: time and work of this entry's calls
+    long calls;
+    double seconds, flops;
 } gemm_entry;
 
 static gemm_entry g_cache[GEMM_CACHE_SIZE];
+static int g_profiling;
 static uint64_t g_clock;
 static dnnl_engine_t g_engine;
 static dnnl_stream_t g_stream;
@@ -204,8 +209,34 @@ static void gemm_run(int kind, dnnl_data_type_t dt, float *c, const void *a, con
     DNNL_CHECK(dnnl_memory_set_data_handle(e->c, c));
     dnnl_exec_arg_t args[3] = {
         {DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+    double t0 = g_profiling ? bg_now() : 0;
     DNNL_CHECK(dnnl_primitive_execute(e->prim, g_stream, 3, args));
     DNNL_CHECK(dnnl_stream_wait(g_stream));
+    if (g_profiling) {
+        e->calls++;
+        e->seconds += bg_now() - t0;
+        e->flops += 2.0 * M * K * N;
+    }
+}
+
+void matmul_profile(int on) {
+    g_profiling = on;
+    for (int i = 0; i < GEMM_CACHE_SIZE; i++) g_cache[i].calls = 0, g_cache[i].seconds = g_cache[i].flops = 0;
+}
+
+void matmul_profile_print(FILE *f) {
+    static const char *kinds[] = {"fwd", "bwd-data", "bwd-weights"};
+    double total = 0;
+    for (int i = 0; i < GEMM_CACHE_SIZE; i++) total += g_cache[i].seconds;
+    fprintf(f, "  %-11s %-5s %6s %6s %7s %10s %7s %9s\n", "GEMM", "type", "K", "N", "calls", "ms", "share",
+            "GFLOP/s");
+    for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
+        const gemm_entry *e = &g_cache[i];
+        if (!e->used || !e->calls) continue;
+        fprintf(f, "  %-11s %-5s %6d %6d %7ld %10.1f %6.1f%% %9.1f\n", kinds[e->kind],
+                e->dt == dnnl_bf16 ? "bf16" : "f32", e->K, e->N, e->calls, e->seconds * 1e3,
+                100 * e->seconds / total, e->flops / e->seconds / 1e9);
+    }
 }
 
 // ---- operands at reduced precision --------------------------------------------
