@@ -2,7 +2,7 @@
 # bagualu against its PyTorch peer (bench/peer_torch.py) in one run, one table.
 #   bench/run_peer.sh [build-dir]          (default build-dir: build)
 # Per model (M1: configs/m1.json, context 256; M2: configs/m2.json, context 512; batch 8):
-#   bagualu  build/bench/bench_step --threads 2 --steps 10 (fp32; bf16 once bench_step has --dtype)
+#   bagualu  build/bench/bench_step --threads 2 --steps 10 --dtype fp32|bf16
 #   peer default  /usr/bin/python3 bench/peer_torch.py, environment as it is, torch's own
 #                 thread count and whatever libblas.so.3 the system alternative points to
 #   peer tuned    the fastest set-up found on this machine: tcmalloc preloaded, Debian's
@@ -132,7 +132,7 @@ def bagualu(m, d):
         rss = num(r"MAXRSS_KB (\d+)", open(f[:-4] + ".time").read()) if os.path.exists(f[:-4] + ".time") else None
         runs.append({"ms": ms, "min": num(r"\(min ([\d.]+)", t), "gflops": num(r"\| ([\d.]+) GFLOP/s \|", t),
                      "fma": num(r"FMA peak ([\d.]+)", t), "gemm": num(r"GEMM[^|]*? ([\d.]+) GFLOP/s", t),
-                     "bf16peak": num(r"bf16[^|\n]*?peak ([\d.]+)", t), "rss": rss / 1024 if rss else None})
+                     "bf16peak": num(r"BF16 dot-product peak ([\d.]+)", t), "rss": rss / 1024 if rss else None})
     if not runs:
         return None
     med = sorted(runs, key=lambda r: r["ms"])[len(runs) // 2]
