@@ -28,6 +28,7 @@ int main(int argc, char **argv) {
     int B = 8, T = 256, threads = 2, steps = 10, warmup = 2;
     const char *dtype = "fp32";
     int gemm_profile = 0;  // 1: a table of the timed steps' GEMMs by shape
+    int lm_chunk = -1;     // rows per fused LM-head chunk; -1: the model's default
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--config")) config = argv[i + 1];
         else if (!strcmp(argv[i], "--batch")) B = atoi(argv[i + 1]);
@@ -37,6 +38,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
         else if (!strcmp(argv[i], "--gemm-profile")) gemm_profile = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--lm-chunk")) lm_chunk = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "bench_step: unknown flag %s\n", argv[i]);
             return 2;
@@ -64,6 +66,7 @@ int main(int argc, char **argv) {
     model m;
     model_init(&m, &cfg, 1);
     m.opt.precision = prec;
+    if (lm_chunk >= 0) m.opt.lm_head_chunk = lm_chunk;
     model_prepare(&m, B, T);
     adamw_state opt;
     adamw_init(&opt, m.table.numel);
