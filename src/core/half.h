@@ -32,4 +32,15 @@ static inline float bg_bf16_to_f32(uint16_t h) {
 // half-precision instructions: the reference those are tested against.
 uint16_t bg_f32_to_f16(float x);
 float bg_f16_to_f32(uint16_t h);
+
+// x rounded to fp16 and back: fp16's precision and range, held in fp32. The compiler's
+// _Float16 becomes the CPU's conversion instructions (F16C / AVX-512), with IEEE
+// rounding, overflow and subnormals; the integer reference where the type is missing.
+static inline float bg_round_f16(float x) {
+#ifdef __FLT16_MAX__
+    return (float)(_Float16)x;
+#else
+    return bg_f16_to_f32(bg_f32_to_f16(x));
+#endif
+}
 #endif

@@ -42,6 +42,15 @@ void matmul_forward(float *out, const float *inp, const float *weight, int M, in
 // dinp (M,K) += dout · weight; dweight (N,K) += doutᵀ · inp.
 void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                      const float *weight, int M, int K, int N);
+// For a producer that can write dout directly in the GEMMs' operand format, saving a
+// pass over it (the fused LM head's dlogits, 103 M values per M1 step):
+// matmul_bf16_dout_buffer gives room for n bf16 values when the precision is bf16
+// (NULL otherwise; reused by the next GEMM call), and matmul_backward_rounded is
+// matmul_backward with dout already rounded: bf16 bits (uint16_t) under bf16, floats
+// holding fp16 values under fp16, plain floats under fp32.
+void *matmul_bf16_dout_buffer(size_t n);
+void matmul_backward_rounded(float *dinp, float *dweight, const void *dout, const float *inp,
+                             const float *weight, int M, int K, int N);
 // The same in fp32 whatever the precision set: the router, whose logits decide where
 // tokens go, stays in fp32.
 void matmul_forward_fp32(float *out, const float *inp, const float *weight, int M, int K, int N);

@@ -16,6 +16,7 @@
 #include <math.h>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "kernels/vecmath.h"
 
 enum { XENT_CHUNK = 1024 };
@@ -24,9 +25,11 @@ enum { XENT_CHUNK = 1024 };
 // exponentials are stored in place and scaled, instead of computed once for the sum
 // and again for the gradient (with V = 50257 the exps are most of the loss's time).
 // Same arithmetic as crossentropy.c: max subtracted, float sums over chunks of
-// XENT_CHUNK added in double. logits (rows,V) become scale·(softmax - onehot).
-static void xent_rows_inplace(float *losses, float *lse, float *logits, const int *targets,
-                              float scale, int rows, int V) {
+// XENT_CHUNK added in double. The gradient scale·(softmax - onehot) is written in the
+// GEMMs' operand format, rounded as matmul would round it: over the logits (fp32,
+// fp16), or into dl16 (bf16), so the backward GEMMs need no pass of their own over it.
+static void xent_rows(float *losses, float *lse, float *logits, uint16_t *dl16,
+                      matmul_precision p, const int *targets, float scale, int rows, int V) {
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < rows; n++) {
         float *x = logits + (size_t)n * V;
@@ -51,9 +54,21 @@ static void xent_rows_inplace(float *losses, float *lse, float *logits, const in
         lse[n] = l;
         losses[n] = l - x_target;
         const float k = (float)(scale / sum);
-        #pragma omp simd
-        for (int v = 0; v < V; v++) x[v] *= k;
-        x[target] -= scale;
+        const float d_target = x[target] * k - scale;
+        if (p == MATMUL_BF16) {
+            uint16_t *d = dl16 + (size_t)n * V;
+            #pragma omp simd
+            for (int v = 0; v < V; v++) d[v] = bg_f32_to_bf16(x[v] * k);
+            d[target] = bg_f32_to_bf16(d_target);
+        } else if (p == MATMUL_FP16) {
+            #pragma omp simd
+            for (int v = 0; v < V; v++) x[v] = bg_round_f16(x[v] * k);
+            x[target] = bg_round_f16(d_target);
+        } else {
+            #pragma omp simd
+            for (int v = 0; v < V; v++) x[v] *= k;
+            x[target] = d_target;
+        }
     }
 }
 
@@ -63,12 +78,15 @@ void lmhead_xent_fused(float *losses, float *lse, float *dx, float *dW, const fl
                        const float *W, const int *targets, float scale, int N, int C, int V,
                        float *chunk_buf, int chunk_rows) {
     BG_ASSERT(chunk_rows > 0);
+    const matmul_precision p = matmul_get_precision();
     for (int n0 = 0; n0 < N; n0 += chunk_rows) {
         const int rows = N - n0 < chunk_rows ? N - n0 : chunk_rows;
         const float *xc = x + (size_t)n0 * C;
         matmul_forward(chunk_buf, xc, W, rows, C, V);
-        xent_rows_inplace(losses + n0, lse + n0, chunk_buf, targets + n0, scale, rows, V);
-        matmul_backward(dx ? dx + (size_t)n0 * C : NULL, dW, chunk_buf, xc, W, rows, C, V);
+        uint16_t *dl16 = matmul_bf16_dout_buffer((size_t)rows * V);  // NULL unless bf16
+        xent_rows(losses + n0, lse + n0, chunk_buf, dl16, p, targets + n0, scale, rows, V);
+        matmul_backward_rounded(dx ? dx + (size_t)n0 * C : NULL, dW, dl16 ? (const void *)dl16 : chunk_buf,
+                                xc, W, rows, C, V);
     }
 }
 

@@ -338,16 +338,33 @@ void matmul_forward(float *out, const float *inp, const float *weight, int M, in
     gemm_run(GEMM_FWD, operand_type(g_precision), out, a, b, M, K, N);
 }
 
-// dout (M,N); dinp (M,K) += dout · weight; dweight (N,K) += doutᵀ · inp
-void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp,
-                     const float *weight, int M, int K, int N) {
-    if (M == 0 || K == 0 || N == 0) return;
+// The two backward products over a dout already in the operand format.
+static void backward_products(float *dinp, float *dweight, const void *d, const float *inp,
+                              const float *weight, int M, int K, int N) {
     dnnl_data_type_t dt = operand_type(g_precision);
-    const void *d = activation_operand(OPERAND_A, dout, (size_t)M * N);  // rounded once for both
     if (dinp) gemm_run(GEMM_BWD_DATA, dt, dinp, d, weight_operand(weight, (size_t)N * K), M, K, N);
     if (dweight)
         gemm_run(GEMM_BWD_WEIGHTS, dt, dweight, d, activation_operand(OPERAND_B, inp, (size_t)M * K),
                  M, K, N);
+}
+
+// dout (M,N); dinp (M,K) += dout · weight; dweight (N,K) += doutᵀ · inp
+void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                     const float *weight, int M, int K, int N) {
+    if (M == 0 || K == 0 || N == 0) return;
+    const void *d = activation_operand(OPERAND_A, dout, (size_t)M * N);  // rounded once for both
+    backward_products(dinp, dweight, d, inp, weight, M, K, N);
+}
+
+void *matmul_bf16_dout_buffer(size_t n) {
+    if (g_precision != MATMUL_BF16) return NULL;
+    return grow_buf_get(&g_operands[OPERAND_A], operand_bytes(MATMUL_BF16, n));
+}
+
+void matmul_backward_rounded(float *dinp, float *dweight, const void *dout, const float *inp,
+                             const float *weight, int M, int K, int N) {
+    if (M == 0 || K == 0 || N == 0) return;
+    backward_products(dinp, dweight, dout, inp, weight, M, K, N);
 }
 
 void matmul_forward_fp32(float *out, const float *inp, const float *weight, int M, int K, int N) {

@@ -15,22 +15,11 @@ void cast_f32_to_bf16(uint16_t *out, const float *in, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = bg_f32_to_bf16(in[i]);
 }
 
-// The compiler's _Float16 becomes the CPU's conversion instructions (F16C / AVX-512),
-// rounding to nearest even with IEEE overflow and subnormals; the integer reference in
-// core/half.c is the fallback where the type is missing, and the test's yardstick.
-static inline float round_f16(float x) {
-#ifdef __FLT16_MAX__
-    return (float)(_Float16)x;
-#else
-    return bg_f16_to_f32(bg_f32_to_f16(x));
-#endif
-}
-
 void round_f32_to_f16(float *out, const float *in, size_t n) {
     if (n < PRECISION_PARALLEL_MIN) {
-        for (size_t i = 0; i < n; i++) out[i] = round_f16(in[i]);
+        for (size_t i = 0; i < n; i++) out[i] = bg_round_f16(in[i]);
         return;
     }
     #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) out[i] = round_f16(in[i]);
+    for (size_t i = 0; i < n; i++) out[i] = bg_round_f16(in[i]);
 }

@@ -21,7 +21,7 @@ static void expect_close_f(const char *what, const float *got, const float *want
     free(w);
 }
 
-static void test_fused(int N, int C, int V, int chunk) {
+static void test_fused(int N, int C, int V, int chunk, matmul_precision p) {
     const size_t nx = (size_t)N * C, nw = (size_t)V * C, nl = (size_t)N * V;
     float *x = falloc(nx), *W = falloc(nw), *dx0 = falloc(nx), *dW0 = falloc(nw);
     int *targets = malloc(sizeof(int) * N);
@@ -32,6 +32,8 @@ static void test_fused(int N, int C, int V, int chunk) {
     tu_fill_normal(dW0, nw, 1.0);
     for (int n = 0; n < N; n++) targets[n] = (int)(tu_uniform() * V);
     const float scale = 1.0f / N;
+    matmul_set_precision(p);
+    matmul_weights_changed();
 
     // unfused
     float *logits = falloc(nl), *losses = falloc(N), *lse = falloc(N), *dx = falloc(nx),
@@ -59,6 +61,10 @@ static void test_fused(int N, int C, int V, int chunk) {
     // sums N terms, in per-chunk partial sums added in turn instead of one GEMM:
     // rounding of N terms of size scale·|x| ~ 1/N, far below 1e-6 absolute on values
     // near the random G0 ~ 1. A chunk skipped, repeated or misaligned errs by ~1/N.
+    // Under bf16/fp16 both paths round the same operands (the fused one writes dlogits
+    // rounded itself): the values before rounding may differ in the last fp32 bit,
+    // which moves a rare element by one bf16/fp16 step, of size ~2^-8·scale, far below
+    // the tolerance on gradients of size ~1.
     char what[96];
     snprintf(what, sizeof what, "fused losses N=%d C=%d V=%d chunk=%d", N, C, V, chunk);
     expect_close_f(what, flosses, losses, N, 1e-6, 1e-6);
@@ -87,14 +93,20 @@ static void test_fused(int N, int C, int V, int chunk) {
     free(x), free(W), free(dx0), free(dW0), free(targets);
     free(logits), free(losses), free(lse), free(dx), free(dW);
     free(buf), free(flosses), free(flse), free(fdx), free(fdW);
+    matmul_set_precision(MATMUL_FP32);
 }
 
 int main(void) {
-    test_fused(64, 16, 101, 16);    // chunks divide N
-    test_fused(67, 16, 101, 16);    // a last chunk of 3 rows
-    test_fused(37, 9, 50, 1);       // one row at a time
-    test_fused(20, 12, 33, 64);     // one chunk larger than N
-    test_fused(600, 64, 1000, 256);  // the model's default chunk, 600 = 2·256 + 88
+    test_fused(64, 16, 101, 16, MATMUL_FP32);    // chunks divide N
+    test_fused(67, 16, 101, 16, MATMUL_FP32);    // a last chunk of 3 rows
+    test_fused(37, 9, 50, 1, MATMUL_FP32);       // one row at a time
+    test_fused(20, 12, 33, 64, MATMUL_FP32);     // one chunk larger than N
+    test_fused(600, 64, 1000, 256, MATMUL_FP32);  // the model's default chunk, 600 = 2·256 + 88
+    // Mixed precision: the fused head writes the rounded dlogits itself.
+    test_fused(67, 16, 101, 16, MATMUL_BF16);
+    test_fused(600, 64, 1000, 256, MATMUL_BF16);
+    test_fused(67, 16, 101, 16, MATMUL_FP16);
+    test_fused(600, 64, 1000, 256, MATMUL_FP16);
     matmul_cache_clear();
     return tu_finish("kernels/test_lmhead_fused");
 }
