@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -112,6 +113,9 @@ int main(int argc, char **argv) {
     printf("throughput: %.0f tokens/s | %.1f GFLOP/s | %.1f%% of %s peak | %.1f%% of GEMM rate\n",
            N / med, achieved, peak > 0 ? 100 * achieved / peak : 0.0, bf16 ? "bf16" : "FMA",
            100 * achieved / gemm);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);  // ru_maxrss: KiB on Linux
+    printf("peak memory (RSS of the process): %.0f MiB\n", ru.ru_maxrss / 1024.0);
     if (gemm_profile) {
         printf("GEMMs of the %d timed steps:\n", steps);
         matmul_profile_print(stdout);

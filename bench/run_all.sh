@@ -4,6 +4,10 @@ set -euo pipefail
 BUILD=${1:-build}
 echo "== M1 (vocab 50257, ctx 256, hidden 256, 4 layers, 8 experts top-2, batch 8), fp32, 2 threads"
 "$BUILD/bench/bench_step" --config configs/m1.json --batch 8 --seq 256 --threads 2 --steps 10
+echo "== M1, bf16"
+"$BUILD/bench/bench_step" --config configs/m1.json --batch 8 --seq 256 --threads 2 --steps 10 --dtype bf16
+echo "== M1's shape at context 8192 (batch 1, flash attention, fused LM head): step time and peak memory"
+"$BUILD/bench/bench_step" --config configs/m1_t8192.json --batch 1 --seq 8192 --threads 2 --steps 3 --warmup 1
 echo "== M2 (vocab 8192, ctx 512, hidden 512, 8 layers, 16 experts top-2, SwiGLU/RMSNorm/RoPE, batch 8), fp32, 2 threads"
 "$BUILD/bench/bench_step" --config configs/m2.json --batch 8 --seq 512 --threads 2 --steps 10
 echo "== tokenizer: bagualu vs gpt-3-encoder (node) on the same text"

@@ -1,19 +1,6 @@
 // Exact fp32 <-> IEEE fp16 conversions in integer arithmetic (core/half.h).
 #include "core/half.h"
 
-// Bit casts through memcpy: the only aliasing-safe way in C.
-static uint32_t f32_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-
-static float f32_from_bits(uint32_t u) {
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
 // Rounds m >> shift to nearest, ties to even (shift in 1..31).
 static uint32_t shift_rne(uint32_t m, unsigned shift) {
     uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
@@ -22,7 +9,7 @@ static uint32_t shift_rne(uint32_t m, unsigned shift) {
 }
 
 uint16_t bg_f32_to_f16(float x) {
-    uint32_t u = f32_bits(x);
+    uint32_t u = bg_f32_bits(x);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     uint32_t a = u & 0x7fffffffu;
     if (a > 0x7f800000u) return sign | 0x7e00u | (uint16_t)((a >> 13) & 0x3ffu);  // quiet NaN
@@ -46,14 +33,14 @@ uint16_t bg_f32_to_f16(float x) {
 float bg_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 31) return f32_from_bits(sign | 0x7f800000u | (m << 13));  // inf / NaN (payload kept)
-    if (e != 0) return f32_from_bits(sign | ((e + 127u - 15u) << 23) | (m << 13));
-    if (m == 0) return f32_from_bits(sign);
+    if (e == 31) return bg_f32_from_bits(sign | 0x7f800000u | (m << 13));  // inf / NaN (payload kept)
+    if (e != 0) return bg_f32_from_bits(sign | ((e + 127u - 15u) << 23) | (m << 13));
+    if (m == 0) return bg_f32_from_bits(sign);
     // Subnormal half: normalise into an f32 normal (every half subnormal is an f32 normal).
     e = 127u - 15u + 1u;
     while (!(m & 0x400u)) {
         m <<= 1;
         e--;
     }
-    return f32_from_bits(sign | (e << 23) | ((m & 0x3ffu) << 13));
+    return bg_f32_from_bits(sign | (e << 23) | ((m & 0x3ffu) << 13));
 }

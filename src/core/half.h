@@ -8,9 +8,21 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint16_t bg_f32_to_bf16(float x) {
+// Bit casts through memcpy: the only aliasing-safe way in C.
+static inline uint32_t bg_f32_bits(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
+    return u;
+}
+
+static inline float bg_f32_from_bits(uint32_t u) {
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static inline uint16_t bg_f32_to_bf16(float x) {
+    uint32_t u = bg_f32_bits(x);
     // NaN: truncation could clear every mantissa bit and turn it into infinity, so keep the
     // sign and the top payload bits and force the quiet bit.
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
@@ -21,12 +33,7 @@ static inline uint16_t bg_f32_to_bf16(float x) {
     return (uint16_t)(u >> 16);
 }
 
-static inline float bg_bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
+static inline float bg_bf16_to_f32(uint16_t h) { return bg_f32_from_bits((uint32_t)h << 16); }
 
 // Exact bit-level fp16 conversions (subnormals included), independent of the CPU's
 // half-precision instructions: the reference those are tested against.

@@ -16,18 +16,6 @@
 #include "kernels/kernels.h"
 #include "test_util.h"
 
-static uint32_t bits_of(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-
-static float float_of(uint32_t u) {
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
 // Bit patterns over the whole fp32 range (a prime stride through 2^32) plus the edges:
 // zeros, infinities, NaNs, fp16's largest finite and its rounding boundary, subnormals.
 static size_t patterns(float *x, size_t n) {
@@ -36,8 +24,8 @@ static size_t patterns(float *x, size_t n) {
                                      0x477ff000u, 0x477fefffu, 0x33800000u, 0x33000000u, 0x33000001u,
                                      0x387fc000u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x3f7fffffu};
     size_t k = 0;
-    for (size_t i = 0; i < sizeof edges / sizeof edges[0] && k < n; i++) x[k++] = float_of(edges[i]);
-    for (uint64_t u = 12345; k < n; u += 4099) x[k++] = float_of((uint32_t)(u * 1048573u));
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0] && k < n; i++) x[k++] = bg_f32_from_bits(edges[i]);
+    for (uint64_t u = 12345; k < n; u += 4099) x[k++] = bg_f32_from_bits((uint32_t)(u * 1048573u));
     return k;
 }
 
@@ -54,7 +42,7 @@ static void check_casts(void) {
     bad = 0;
     for (size_t i = 0; i < n; i++) {
         float want = bg_f16_to_f32(bg_f32_to_f16(x[i]));
-        if (isnan(want) ? !isnan(r[i]) : bits_of(r[i]) != bits_of(want)) bad++;
+        if (isnan(want) ? !isnan(r[i]) : bg_f32_bits(r[i]) != bg_f32_bits(want)) bad++;
     }
     TU_CHECK(bad == 0, "round_f32_to_f16: %zu of %zu differ from the reference", bad, n);
     TU_CHECK(isinf(r[9]) == 0 && r[9] == 65504.0f, "65504 (fp16's largest) must survive, got %g", r[9]);

@@ -10,18 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static uint32_t bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-
-static float from_bits(uint32_t u) {
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
 // Reference decode of a half from its definition, in double.
 static double half_value(uint16_t h) {
     int e = (h >> 10) & 31, m = h & 1023;
@@ -32,7 +20,7 @@ static double half_value(uint16_t h) {
 static void test_bf16_exhaustive(void) {
     for (uint32_t h = 0; h < 65536; h++) {
         float f = bg_bf16_to_f32((uint16_t)h);
-        TU_CHECK(bits(f) == h << 16, "bf16 %04x widens to %08x", h, bits(f));
+        TU_CHECK(bg_f32_bits(f) == h << 16, "bf16 %04x widens to %08x", h, bg_f32_bits(f));
         uint16_t back = bg_f32_to_bf16(f);
         if (isnan(f)) {
             TU_CHECK(isnan(bg_bf16_to_f32(back)) && (back & 0x8000) == (h & 0x8000) && (back & 0x40),
@@ -45,10 +33,10 @@ static void test_bf16_exhaustive(void) {
         if ((h & 0x7fff) >= 0x7f80) continue;  // inf: no next value
         uint32_t mid = h << 16 | 0x8000u;
         uint16_t even = (h & 1) ? (uint16_t)(h + 1) : (uint16_t)h;
-        TU_CHECK(bg_f32_to_bf16(from_bits(mid)) == even, "bf16 tie above %04x: got %04x want %04x",
-                 h, bg_f32_to_bf16(from_bits(mid)), even);
-        TU_CHECK(bg_f32_to_bf16(from_bits(mid - 1)) == h, "bf16 just below tie above %04x", h);
-        TU_CHECK(bg_f32_to_bf16(from_bits(mid + 1)) == (uint16_t)(h + 1),
+        TU_CHECK(bg_f32_to_bf16(bg_f32_from_bits(mid)) == even, "bf16 tie above %04x: got %04x want %04x",
+                 h, bg_f32_to_bf16(bg_f32_from_bits(mid)), even);
+        TU_CHECK(bg_f32_to_bf16(bg_f32_from_bits(mid - 1)) == h, "bf16 just below tie above %04x", h);
+        TU_CHECK(bg_f32_to_bf16(bg_f32_from_bits(mid + 1)) == (uint16_t)(h + 1),
                  "bf16 just above tie above %04x", h);
     }
 }
@@ -97,14 +85,14 @@ static void test_special_values(void) {
     TU_CHECK(bg_f32_to_f16(-1e6f) == 0xfc00, "f16 negative overflow");
     TU_CHECK(bg_f32_to_f16(FLT_MAX) == 0x7c00, "f16 FLT_MAX");
     TU_CHECK(bg_f32_to_bf16(FLT_MAX) == 0x7f80, "bf16 FLT_MAX rounds to inf");
-    TU_CHECK(bg_f32_to_bf16(from_bits(0x7f7f7fff)) == 0x7f7f, "bf16 largest below overflow tie");
+    TU_CHECK(bg_f32_to_bf16(bg_f32_from_bits(0x7f7f7fff)) == 0x7f7f, "bf16 largest below overflow tie");
     TU_CHECK(bg_f32_to_f16(INFINITY) == 0x7c00 && bg_f32_to_f16(-INFINITY) == 0xfc00, "f16 inf");
     TU_CHECK(bg_f32_to_bf16(INFINITY) == 0x7f80 && bg_f32_to_bf16(-INFINITY) == 0xff80, "bf16 inf");
     // NaN never becomes infinity, even a signalling NaN whose payload is in the dropped bits.
-    TU_CHECK(bg_f32_to_bf16(from_bits(0x7f800001)) == 0x7fc0, "bf16 sNaN with low payload");
-    TU_CHECK(bg_f32_to_bf16(from_bits(0xffc00000)) == 0xffc0, "bf16 negative qNaN");
-    TU_CHECK(bg_f32_to_f16(from_bits(0x7f800001)) == 0x7e00, "f16 sNaN with low payload");
-    TU_CHECK(bg_f32_to_f16(from_bits(0xffc00000)) == 0xfe00, "f16 negative qNaN");
+    TU_CHECK(bg_f32_to_bf16(bg_f32_from_bits(0x7f800001)) == 0x7fc0, "bf16 sNaN with low payload");
+    TU_CHECK(bg_f32_to_bf16(bg_f32_from_bits(0xffc00000)) == 0xffc0, "bf16 negative qNaN");
+    TU_CHECK(bg_f32_to_f16(bg_f32_from_bits(0x7f800001)) == 0x7e00, "f16 sNaN with low payload");
+    TU_CHECK(bg_f32_to_f16(bg_f32_from_bits(0xffc00000)) == 0xfe00, "f16 negative qNaN");
     // Signed zeros and underflow.
     TU_CHECK(bg_f32_to_f16(-0.0f) == 0x8000 && bg_f32_to_bf16(-0.0f) == 0x8000, "-0");
     TU_CHECK(bg_f32_to_f16(ldexpf(1, -24)) == 0x0001, "f16 smallest subnormal");
@@ -112,12 +100,12 @@ static void test_special_values(void) {
     TU_CHECK(bg_f32_to_f16(-ldexpf(1, -25)) == 0x8000, "f16 -2^-25 ties to -0");
     TU_CHECK(bg_f32_to_f16(nextafterf(ldexpf(1, -25), 1)) == 0x0001, "f16 above 2^-25");
     TU_CHECK(bg_f32_to_f16(ldexpf(3, -25)) == 0x0002, "f16 1.5 ulp ties to even 2");
-    TU_CHECK(bg_f32_to_f16(from_bits(1)) == 0 && bg_f32_to_f16(-from_bits(1)) == 0x8000,
+    TU_CHECK(bg_f32_to_f16(bg_f32_from_bits(1)) == 0 && bg_f32_to_f16(-bg_f32_from_bits(1)) == 0x8000,
              "f16 of f32 subnormal");
     TU_CHECK(bg_f32_to_f16(nextafterf(ldexpf(1, -14), 0)) == 0x0400, "f16 rounds up into normal");
-    TU_CHECK(bg_f32_to_bf16(from_bits(0x00010000)) == 0x0001, "bf16 keeps subnormals");
-    TU_CHECK(bg_f32_to_bf16(from_bits(0x00008000)) == 0x0000, "bf16 subnormal tie to even");
-    TU_CHECK(bg_f32_to_bf16(from_bits(0x00018000)) == 0x0002, "bf16 subnormal tie to even up");
+    TU_CHECK(bg_f32_to_bf16(bg_f32_from_bits(0x00010000)) == 0x0001, "bf16 keeps subnormals");
+    TU_CHECK(bg_f32_to_bf16(bg_f32_from_bits(0x00008000)) == 0x0000, "bf16 subnormal tie to even");
+    TU_CHECK(bg_f32_to_bf16(bg_f32_from_bits(0x00018000)) == 0x0002, "bf16 subnormal tie to even up");
     TU_CHECK(bg_f32_to_bf16(1.0f) == 0x3f80 && bg_f32_to_f16(1.0f) == 0x3c00, "one");
 }
 
@@ -128,7 +116,7 @@ static void test_f16_against_compiler(void) {
     tu_seed(7);
     for (int i = 0; i < (1 << 24); i++) {
         uint32_t u = (uint32_t)(tu_uniform() * 4294967296.0);
-        float f = from_bits(u);
+        float f = bg_f32_from_bits(u);
         _Float16 c = (_Float16)f;
         uint16_t want;
         memcpy(&want, &c, 2);
