@@ -181,10 +181,11 @@ for m in models:
                      mem(pt["peak_rss_mb"] if pt else None)])
         bmin, tmin = (b["min"] if b else None), (pt["ms_min"] if pt else None)
         best.append([m.upper(), d, ms(bmin), ms(tmin), ratio(tmin, bmin)])
-        if b and m not in seen_libs:
-            seen_libs[m] = (f"{m.upper()}: bench_step's peaks measured in its run ({threads} threads): AVX-512 FMA "
-                            f"{b['fma']} GFLOP/s, oneDNN f32 GEMM {b['gemm']} GFLOP/s"
-                            + (f", bf16 {b['bf16peak']} GFLOP/s" if b.get("bf16peak") else "; no bf16 peak measured"))
+        if b:  # the peaks each run measured: FMA and f32 GEMM in fp32 runs, bf16 ones in bf16 runs
+            peaks = (f"bf16 dot-product peak {b['bf16peak']} GFLOP/s, oneDNN bf16 GEMM {b['gemm']} GFLOP/s"
+                     if d == "bf16" else f"AVX-512 FMA peak {b['fma']} GFLOP/s, oneDNN f32 GEMM {b['gemm']} GFLOP/s")
+            seen_libs[m] = (seen_libs[m] + "; " if m in seen_libs else
+                            f"{m.upper()}: measured by bench_step in its runs ({threads} threads): ") + f"{d}: {peaks}"
         for kind, p in (("default", pd), ("tuned", pt)):
             if p and kind not in seen_libs:
                 ob = p.get("openblas")
