@@ -2,23 +2,7 @@
 # Every bad input to `bagualu train` gives one line naming the problem on stderr
 # and exit code 2 — never a crash, never a partial run.
 BIN=$1
-D=$(mktemp -d)
-trap 'rm -rf "$D"' EXIT
-pass=0; fail=0
-
-expect() {  # expect NAME PATTERN -- command...
-  local name=$1 pattern=$2; shift 3
-  "$@" >"$D/out" 2>"$D/err"
-  local rc=$?
-  local lines
-  lines=$(wc -l <"$D/err")
-  if [ $rc -eq 2 ] && grep -q -- "$pattern" "$D/err" && [ "$lines" -eq 1 ]; then
-    pass=$((pass+1))
-  else
-    fail=$((fail+1))
-    echo "FAIL $name: exit $rc, stderr:"; cat "$D/err"; echo "(wanted exit 2 and one line matching: $pattern)"
-  fi
-}
+source "$(dirname "$0")/../shell_checks.sh"
 
 cfg() { echo "$1" >"$D/$2"; }
 good='"vocab_size": 32, "max_position_embeddings": 16, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32, "num_local_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16'

@@ -5,20 +5,7 @@
 # input gives one line on stderr and exit code 2.
 BIN=$1
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-D=$(mktemp -d)
-trap 'rm -rf "$D"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL $*"; }
-
-expect() {  # expect NAME PATTERN -- command...
-  local name=$1 pattern=$2; shift 3
-  "$@" >"$D/out" 2>"$D/err"
-  local rc=$? lines
-  lines=$(wc -l <"$D/err")
-  if [ $rc -eq 2 ] && grep -q -- "$pattern" "$D/err" && [ "$lines" -eq 1 ]; then ok
-  else bad "$name: exit $rc, stderr: $(cat "$D/err") (wanted exit 2 and one line matching: $pattern)"; fi
-}
+source "$(dirname "$0")/../shell_checks.sh"
 
 cat >"$D/tiny.json" <<'EOF'
 {"vocab_size": 32, "max_position_embeddings": 32, "hidden_size": 32, "num_hidden_layers": 2,

@@ -8,8 +8,6 @@
 # a status mislabelled, a crash or exit 0 on a broken checkpoint.
 BIN=$1
 TOOL="python3 $(cd "$(dirname "$0")/../train" && pwd)/ckpt_tool.py"
-# One process per run: an MPI build need not start its singleton helper daemon (orted).
-export OMPI_MCA_ess_singleton_isolated=1
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 pass=0; fail=0

@@ -11,24 +11,7 @@
 BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-D=$(mktemp -d)
-trap 'rm -rf "$D"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL $1"; }
-check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
-
-expect() {  # expect NAME PATTERN -- command...
-  local name=$1 pattern=$2; shift 3
-  "$@" >"$D/out" 2>"$D/err"
-  local rc=$? lines
-  lines=$(wc -l <"$D/err")
-  if [ $rc -eq 2 ] && grep -q -- "$pattern" "$D/err" && [ "$lines" -eq 1 ]; then
-    ok
-  else
-    bad "$name: exit $rc, stderr:"; cat "$D/err"; echo "(wanted exit 2 and one line matching: $pattern)"
-  fi
-}
+source "$(dirname "$0")/../shell_checks.sh"
 
 # Text: the KJV when installed (it is, under make test), else this repository's C sources.
 if command -v bible >/dev/null; then

@@ -16,8 +16,6 @@
 BIN=$1
 BUILD=$2
 SHIM=$BUILD/tests/enospc_shim.so
-# One process per run: an MPI build need not start its singleton helper daemon (orted).
-export OMPI_MCA_ess_singleton_isolated=1
 D=$(mktemp -d)
 trap 'chmod -R u+w "$D" 2>/dev/null; rm -rf "$D"' EXIT
 chmod 755 "$D"

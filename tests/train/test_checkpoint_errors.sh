@@ -17,27 +17,7 @@
 # instead of stopping cleanly, a save at the signal that loses state.
 BIN=$1
 TOOL="python3 $(cd "$(dirname "$0")" && pwd)/ckpt_tool.py"
-# One process per run: an MPI build need not start its singleton helper daemon (orted).
-export OMPI_MCA_ess_singleton_isolated=1
-D=$(mktemp -d)
-trap 'rm -rf "$D"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*"; }
-
-# expect NAME CODE PATTERN -- command...: exit code CODE, exactly one stderr line, matching.
-expect() {
-  local name=$1 code=$2 pattern=$3; shift 4
-  "$@" >"$D/out" 2>"$D/err"
-  local rc=$? lines
-  lines=$(wc -l <"$D/err")
-  if [ $rc -eq "$code" ] && [ "$lines" -eq 1 ] && grep -q -- "$pattern" "$D/err"; then
-    ok
-  else
-    bad "$name: exit $rc, $lines stderr line(s):"; cat "$D/err"
-    echo "  (wanted exit $code and one line matching: $pattern)"
-  fi
-}
+source "$(dirname "$0")/../shell_checks.sh"
 
 cat >"$D/cfg.json" <<'EOF'
 {"vocab_size": 32, "max_position_embeddings": 16, "hidden_size": 16, "num_hidden_layers": 2,
@@ -53,7 +33,7 @@ train() { "$BIN" train "${COMMON[@]}" "$@"; }
 train --steps 4 --save-dir "$D/s" --save-every 2 >/dev/null 2>"$D/err" || { echo "training failed:"; cat "$D/err"; exit 1; }
 GOOD=$D/s/step_00000004
 if $TOOL selftest "$GOOD"; then ok; else bad "ckpt_tool's XXH64 disagrees with bagualu's: crafted cases would be meaningless"; fi
-expect good-resume 0 "resumed from" -- train --steps 6 --resume "$GOOD"
+expect_code good-resume 0 "resumed from" -- train --steps 6 --resume "$GOOD"
 
 # variant NAME: a fresh copy of the good checkpoint to damage
 variant() { rm -rf "$D/v_$1"; cp -r "$GOOD" "$D/v_$1"; echo "$D/v_$1"; }
@@ -64,51 +44,51 @@ T_O=model.layers.0.self_attn.o_proj.weight
 T_W1=model.layers.1.block_sparse_moe.experts.2.w1.weight
 
 v=$(variant trunc_model); $TOOL truncate "$v/$M" 100
-expect truncated-model 2 "v_trunc_model/$M: .*" -- resume "$v"
+expect_code truncated-model 2 "v_trunc_model/$M: .*" -- resume "$v"
 v=$(variant trunc_opt); $TOOL truncate "$v/$O" 4
-expect truncated-optimizer 2 "v_trunc_opt/$O: .*" -- resume "$v"
+expect_code truncated-optimizer 2 "v_trunc_opt/$O: .*" -- resume "$v"
 v=$(variant trunc_tiny); head -c 5 "$GOOD/$M" >"$v/$M"
-expect truncated-to-5-bytes 2 "v_trunc_tiny/$M: file too short" -- resume "$v"
+expect_code truncated-to-5-bytes 2 "v_trunc_tiny/$M: file too short" -- resume "$v"
 v=$(variant flip_payload); $TOOL flip "$v/$M" -3
-expect bitflip-model-payload 2 "v_flip_payload/$M: checksum mismatch" -- resume "$v"
+expect_code bitflip-model-payload 2 "v_flip_payload/$M: checksum mismatch" -- resume "$v"
 v=$(variant flip_opt_payload); $TOOL flip "$v/$O" -1000
-expect bitflip-optimizer-payload 2 "v_flip_opt_payload/$O: checksum mismatch" -- resume "$v"
+expect_code bitflip-optimizer-payload 2 "v_flip_opt_payload/$O: checksum mismatch" -- resume "$v"
 v=$(variant flip_header); $TOOL flip-header "$v/$O"
-expect bitflip-optimizer-header 2 "v_flip_header/$O: checksum mismatch" -- resume "$v"
+expect_code bitflip-optimizer-header 2 "v_flip_header/$O: checksum mismatch" -- resume "$v"
 v=$(variant flip_len); $TOOL flip "$v/$M" 5
-expect bitflip-header-length 2 "v_flip_len/$M: header length" -- resume "$v"
+expect_code bitflip-header-length 2 "v_flip_len/$M: header length" -- resume "$v"
 v=$(variant flip_json); $TOOL flip "$v/trainer.json" 40
-expect bitflip-trainer-json 2 "v_flip_json/trainer.json: checksum mismatch" -- resume "$v"
+expect_code bitflip-trainer-json 2 "v_flip_json/trainer.json: checksum mismatch" -- resume "$v"
 v=$(variant missing); $TOOL drop "$v" $M $T_O
-expect missing-tensor 2 "v_missing/$M: tensor '$T_O' is missing" -- resume "$v"
+expect_code missing-tensor 2 "v_missing/$M: tensor '$T_O' is missing" -- resume "$v"
 v=$(variant missing_v); $TOOL drop "$v" $O $T_W1.exp_avg_sq
-expect missing-optimizer-tensor 2 "v_missing_v/$O: tensor '$T_W1.exp_avg_sq' is missing" -- resume "$v"
+expect_code missing-optimizer-tensor 2 "v_missing_v/$O: tensor '$T_W1.exp_avg_sq' is missing" -- resume "$v"
 v=$(variant missing_step); $TOOL drop "$v" $O step
-expect missing-step 2 "v_missing_step/$O: tensor 'step' is missing" -- resume "$v"
+expect_code missing-step 2 "v_missing_step/$O: tensor 'step' is missing" -- resume "$v"
 v=$(variant extra); $TOOL add "$v" $M bogus.weight
-expect extra-tensor 2 "v_extra/$M: unexpected tensor 'bogus.weight'" -- resume "$v"
+expect_code extra-tensor 2 "v_extra/$M: unexpected tensor 'bogus.weight'" -- resume "$v"
 v=$(variant shape); $TOOL reshape "$v" $M $T_W1 8,32
-expect wrong-shape 2 "v_shape/$M: tensor '$T_W1' has shape \[8, 32\], the config gives \[16, 16\]" -- resume "$v"
+expect_code wrong-shape 2 "v_shape/$M: tensor '$T_W1' has shape \[8, 32\], the config gives \[16, 16\]" -- resume "$v"
 v=$(variant dtype); $TOOL dtype "$v" $M $T_O I32
-expect wrong-dtype 2 "v_dtype/$M: tensor '$T_O' has dtype I32, expected F32" -- resume "$v"
+expect_code wrong-dtype 2 "v_dtype/$M: tensor '$T_O' has dtype I32, expected F32" -- resume "$v"
 v=$(variant dtype_opt); $TOOL dtype "$v" $O $T_O.exp_avg U32
-expect wrong-dtype-optimizer 2 "v_dtype_opt/$O: tensor '$T_O.exp_avg' has dtype U32, expected F32" -- resume "$v"
-expect config-mismatch 2 "step_00000004/trainer.json: config mismatch: the checkpoint has hidden_size = 16, the run's config 32" -- \
+expect_code wrong-dtype-optimizer 2 "v_dtype_opt/$O: tensor '$T_O.exp_avg' has dtype U32, expected F32" -- resume "$v"
+expect_code config-mismatch 2 "step_00000004/trainer.json: config mismatch: the checkpoint has hidden_size = 16, the run's config 32" -- \
   "$BIN" train --config "$D/cfg_wide.json" --data "$D/data.bin" --batch-size 2 --seq-len 8 --steps 6 --resume "$GOOD"
-expect seed-mismatch 2 "step_00000004/trainer.json: the checkpoint's data seed 1337 differs from --seed 7" -- \
+expect_code seed-mismatch 2 "step_00000004/trainer.json: the checkpoint's data seed 1337 differs from --seed 7" -- \
   train --steps 6 --seed 7 --resume "$GOOD"
 v=$(variant no_json); rm "$v/trainer.json"
-expect missing-trainer-json 2 "v_no_json/trainer.json: cannot open" -- resume "$v"
+expect_code missing-trainer-json 2 "v_no_json/trainer.json: cannot open" -- resume "$v"
 v=$(variant no_model); rm "$v/$M"
-expect missing-model-file 2 "v_no_model/$M: cannot open" -- resume "$v"
-expect missing-dir 2 "no_such_dir: cannot open checkpoint directory" -- resume "$D/no_such_dir"
+expect_code missing-model-file 2 "v_no_model/$M: cannot open" -- resume "$v"
+expect_code missing-dir 2 "no_such_dir: cannot open checkpoint directory" -- resume "$D/no_such_dir"
 
 # `latest` pointers
 lat() { rm -rf "$D/l_$1"; cp -r "$D/s" "$D/l_$1"; echo "$D/l_$1"; }
 s=$(lat garbage); echo "garbage" >"$s/latest"
-expect latest-garbage 2 "l_garbage/latest: does not name a checkpoint directory" -- train --steps 6 --save-dir "$s" --resume latest
+expect_code latest-garbage 2 "l_garbage/latest: does not name a checkpoint directory" -- train --steps 6 --save-dir "$s" --resume latest
 s=$(lat dangling); echo "step_00000099" >"$s/latest"
-expect latest-dangling 2 "l_dangling/latest: names step_00000099, which does not exist" -- train --steps 6 --save-dir "$s" --resume latest
+expect_code latest-dangling 2 "l_dangling/latest: names step_00000099, which does not exist" -- train --steps 6 --save-dir "$s" --resume latest
 s=$(lat dangling_fb); echo "step_00000099" >"$s/latest"
 train --steps 6 --save-dir "$s" --resume latest --fallback >"$D/out" 2>"$D/err"
 rc=$?
@@ -118,7 +98,7 @@ else bad "latest-dangling --fallback: exit $rc:"; cat "$D/err"; fi
 
 # a corrupt newest checkpoint under `latest`
 s=$(lat corrupt); $TOOL flip "$s/step_00000004/$M" -3
-expect latest-corrupt 2 "l_corrupt/step_00000004/$M: checksum mismatch" -- train --steps 6 --save-dir "$s" --resume latest
+expect_code latest-corrupt 2 "l_corrupt/step_00000004/$M: checksum mismatch" -- train --steps 6 --save-dir "$s" --resume latest
 train --steps 6 --save-dir "$s" --resume latest --fallback --save-every 2 >"$D/out" 2>"$D/err"
 rc=$?
 if [ $rc -eq 0 ] && grep -q "l_corrupt/step_00000004/$M: checksum mismatch.*trying an older checkpoint" "$D/err" \
@@ -141,9 +121,9 @@ if [ $rc -eq 0 ] && grep -q "no \"latest\" in .*: using the newest step director
 else bad "no latest pointer: exit $rc:"; cat "$D/err"; fi
 
 # no checkpoint yet: from scratch; already at the final step: exit 0 at once, nothing written
-expect latest-none-yet 0 "no checkpoint in .*fresh yet: starting from scratch" -- train --steps 2 --save-dir "$D/fresh" --resume latest
+expect_code latest-none-yet 0 "no checkpoint in .*fresh yet: starting from scratch" -- train --steps 2 --save-dir "$D/fresh" --resume latest
 before=$(ls -lR --time-style=full-iso "$D/s")
-expect at-final-step 0 "resumed from .*step_00000004 at step 4" -- train --steps 4 --save-dir "$D/s" --resume latest
+expect_code at-final-step 0 "resumed from .*step_00000004 at step 4" -- train --steps 4 --save-dir "$D/s" --resume latest
 if grep -q "nothing to do" "$D/out" && ! grep -q "^step " "$D/out" && [ "$before" = "$(ls -lR --time-style=full-iso "$D/s")" ]; then
   ok; else bad "at-final-step: trained or wrote something:"; cat "$D/out"; fi
 

@@ -26,10 +26,6 @@ pass=0; fail=0
 ok() { pass=$((pass+1)); }
 bad() { fail=$((fail+1)); echo "FAIL: $*"; }
 
-# An MPI build starts a singleton MPI in every `bagualu train`; as a singleton OpenMPI
-# forks a helper daemon (orted) that, when its parent is SIGKILLed, prints "Broken pipe"
-# noise into the parent's stderr. Isolated singletons have no daemon (no effect without MPI).
-export OMPI_MCA_ess_singleton_isolated=1
 SEED=${BG_KILL_SEED:-20240520}
 RANDOM=$SEED
 STEPS=40
