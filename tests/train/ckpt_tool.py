@@ -16,9 +16,12 @@ recomputes the XXH64 sums in trainer.json, and trainer.json's own sum (the last 
   ckpt_tool.py flip PATH OFFSET              flip the lowest bit of one byte (OFFSET < 0: from the end)
   ckpt_tool.py flip-header PATH              flip a bit in the first tensor name of the JSON header
   ckpt_tool.py truncate PATH BYTES           drop the last BYTES bytes
+  ckpt_tool.py setjson DIR KEY VALUE         set a top-level number of trainer.json (VALUE as
+                                             JSON text) and reseal its checksum
 FILE is model.safetensors or optimizer.safetensors.
 """
 import json
+import re
 import struct
 import sys
 
@@ -174,6 +177,17 @@ def main(argv):
         at = raw.index(b'"' + first.encode() + b'"', 8) + 1
         raw[at] ^= 1
         open(path, "wb").write(bytes(raw))
+        return 0
+    if cmd == "setjson":
+        ckpt, key, value = argv[2], argv[3], argv[4]
+        path = ckpt + "/trainer.json"
+        text = open(path).read()
+        text, n = re.subn(r'(\n\t"%s":\s*)[^,\n]+' % re.escape(key), lambda m: m.group(1) + value, text, count=1)
+        if n != 1:
+            print("no top-level key %s in %s" % (key, path))
+            return 1
+        open(path, "w").write(text)
+        fix_sums(ckpt)
         return 0
     if cmd == "truncate":
         path, cut = argv[2], int(argv[3])

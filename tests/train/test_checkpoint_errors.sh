@@ -57,6 +57,13 @@ v=$(variant flip_header); $TOOL flip-header "$v/$O"
 expect_code bitflip-optimizer-header 2 "v_flip_header/$O: checksum mismatch" -- resume "$v"
 v=$(variant flip_len); $TOOL flip "$v/$M" 5
 expect_code bitflip-header-length 2 "v_flip_len/$M: header length" -- resume "$v"
+# fp16's loss scale and its count of good steps: present, finite, in range
+v=$(variant scale_neg); $TOOL setjson "$v" loss_scale -1
+expect_code bad-loss-scale 2 "v_scale_neg/trainer.json: bad \"loss_scale\"" -- resume "$v"
+v=$(variant scale_inf); $TOOL setjson "$v" loss_scale 1e999
+expect_code infinite-loss-scale 2 "v_scale_inf/trainer.json: bad \"loss_scale\"" -- resume "$v"
+v=$(variant scale_steps); $TOOL setjson "$v" loss_scale_good_steps 2.5
+expect_code bad-loss-scale-steps 2 "v_scale_steps/trainer.json: bad \"loss_scale_good_steps\"" -- resume "$v"
 v=$(variant flip_json); $TOOL flip "$v/trainer.json" 40
 expect_code bitflip-trainer-json 2 "v_flip_json/trainer.json: checksum mismatch" -- resume "$v"
 v=$(variant missing); $TOOL drop "$v" $M $T_O
