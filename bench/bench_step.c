@@ -54,8 +54,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_step: bad --batch/--seq/--steps/--threads\n");
         return 2;
     }
-    matmul_precision prec = !strcmp(dtype, "bf16") ? MATMUL_BF16 : !strcmp(dtype, "fp16") ? MATMUL_FP16 : MATMUL_FP32;
-    if (prec == MATMUL_FP32 && strcmp(dtype, "fp32") != 0) {
+    matmul_precision prec;
+    if (matmul_precision_parse(dtype, &prec) != 0) {
         fprintf(stderr, "bench_step: --dtype must be fp32, bf16 or fp16\n");
         return 2;
     }

@@ -1,6 +1,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "kernels/kernels.h"
 #include "train/trainer.h"
 
 #include <signal.h>
@@ -76,13 +77,12 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     o.a2a_hierarchical = a2a && !strcmp(a2a, "hierarchical");
-    static const char *dtypes[] = {"fp32", "bf16", "fp16"};  // matmul_precision order
-    for (int i = 0; dtype && i < 3; i++)
-        if (!strcmp(dtype, dtypes[i])) o.dtype = i, dtype = NULL;
-    if (dtype) {
+    matmul_precision precision = MATMUL_FP32;
+    if (dtype && matmul_precision_parse(dtype, &precision) != 0) {
         fprintf(stderr, "bagualu: train: --dtype must be fp32, bf16 or fp16, got \"%s\"\n", dtype);
         return 2;
     }
+    o.dtype = precision;
     int report = 1;
     int rc = trainer_run(&o, &report);
     if (rc != TRAIN_OK && report) fprintf(stderr, "bagualu: %s\n", bg_last_error());

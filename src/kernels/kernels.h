@@ -26,6 +26,10 @@
 typedef enum { MATMUL_FP32 = 0, MATMUL_BF16 = 1, MATMUL_FP16 = 2 } matmul_precision;
 // Sets the precision of the matmul_forward/backward calls that follow (process-wide:
 // the model sets it at the start of each forward and backward). Default fp32.
+// "fp32", "bf16", "fp16": the names of --dtype, trainer.json and the benchmarks.
+const char *matmul_precision_name(matmul_precision p);
+// The precision with that name: 0, or -1 for an unknown name (*p untouched).
+int matmul_precision_parse(const char *name, matmul_precision *p);
 void matmul_set_precision(matmul_precision p);
 matmul_precision matmul_get_precision(void);
 // At reduced precision each weight (the `weight` argument) is rounded once and the

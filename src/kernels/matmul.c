@@ -243,6 +243,21 @@ void matmul_profile_print(FILE *f) {
 
 static matmul_precision g_precision = MATMUL_FP32;
 
+static const char *const precision_names[] = {"fp32", "bf16", "fp16"};  // enum order
+
+const char *matmul_precision_name(matmul_precision p) {
+    return (unsigned)p < 3 ? precision_names[p] : "?";
+}
+
+int matmul_precision_parse(const char *name, matmul_precision *p) {
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(name, precision_names[i])) {
+            *p = (matmul_precision)i;
+            return 0;
+        }
+    return -1;
+}
+
 void matmul_set_precision(matmul_precision p) { g_precision = p; }
 matmul_precision matmul_get_precision(void) { return g_precision; }
 

@@ -180,8 +180,7 @@ static char *trainer_json(const trainer *tr, uint64_t model_sum, uint64_t opt_su
     cJSON_AddNumberToObject(t, "beta2", o->beta2);
     cJSON_AddNumberToObject(t, "eps", o->eps);
     cJSON_AddNumberToObject(t, "clip", o->clip);
-    static const char *dtype_names[] = {"fp32", "bf16", "fp16"};
-    cJSON_AddStringToObject(t, "dtype", dtype_names[o->dtype]);
+    cJSON_AddStringToObject(t, "dtype", matmul_precision_name((matmul_precision)o->dtype));
     cJSON_AddStringToObject(t, "data", o->data_path ? o->data_path : "");
     cJSON *sums = cJSON_AddObjectToObject(root, "checksums_xxh64");
     char hex[17];

@@ -251,8 +251,7 @@ double trainer_compute_grads(trainer *tr) {
     // This rank's slice of the global batch: the same tokens whatever the layout.
     loader_samples(&tr->train, tr->samples + (uint64_t)tr->rank * B, B, tr->inputs, tr->targets);
     tr->samples += (uint64_t)B * (tr->world > 0 ? tr->world : 1);
-    m->opt.precision = (matmul_precision)o->dtype;
-    m->opt.loss_scale = tr->loss_scale;
+    m->opt.loss_scale = tr->loss_scale;  // the precision was set once, in trainer_init
     model_forward(m, tr->inputs, tr->targets);
     model_zero_grad(m);
     model_backward(m);
