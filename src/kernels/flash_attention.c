@@ -54,6 +54,25 @@ enum { FA_MAX_HS = 256 };
 
 // ---- micro-kernels ----------------------------------------------------------------
 
+// a[r][j] += xs[r] · row[16j .. 16j+15] for r, j < 4: one rank-1 update of a 4 × 64
+// register tile, the inner step of both tile products below. The row's four vectors
+// are loaded once and pinned in registers (v16_keep) for the four broadcasts.
+static inline __attribute__((always_inline)) void tile_rank1_4x4(v16 a[4][4], const float *xs,
+                                                                 const float *row) {
+    v16 w0 = v16_load(row), w1 = v16_load(row + 16), w2 = v16_load(row + 32), w3 = v16_load(row + 48);
+    v16_keep(w0);
+    v16_keep(w1);
+    v16_keep(w2);
+    v16_keep(w3);
+    for (int r = 0; r < 4; r++) {
+        const v16 b = v16_set1(xs[r]);
+        a[r][0] = v16_fma(b, w0, a[r][0]);
+        a[r][1] = v16_fma(b, w1, a[r][1]);
+        a[r][2] = v16_fma(b, w2, a[r][2]);
+        a[r][3] = v16_fma(b, w3, a[r][3]);
+    }
+}
+
 // A (n, FA_B) = X (n, hs; row stride ldx) · Yt (hs, FA_B). Writes.
 // Blocks of 4 rows × 4 vectors: per step of d, 4 vector loads and 4 broadcasts feed
 // 16 FMAs into 16 accumulators that live in registers for the whole reduction.
@@ -66,21 +85,8 @@ static void tile_xyt(float *restrict A, const float *restrict X, size_t ldx,
         for (int r = 0; r < 4; r++)
             for (int j = 0; j < 4; j++) a[r][j] = v16_zero();
         for (int d = 0; d < hs; d++) {
-            const float *y = Yt + (size_t)d * FA_B;
-            v16 y0 = v16_load(y), y1 = v16_load(y + 16), y2 = v16_load(y + 32),
-                y3 = v16_load(y + 48);
-            v16_keep(y0);
-            v16_keep(y1);
-            v16_keep(y2);
-            v16_keep(y3);
             const float xs[4] = {x0[d], x1[d], x2[d], x3[d]};
-            for (int r = 0; r < 4; r++) {
-                const v16 b = v16_set1(xs[r]);
-                a[r][0] = v16_fma(b, y0, a[r][0]);
-                a[r][1] = v16_fma(b, y1, a[r][1]);
-                a[r][2] = v16_fma(b, y2, a[r][2]);
-                a[r][3] = v16_fma(b, y3, a[r][3]);
-            }
+            tile_rank1_4x4(a, xs, Yt + (size_t)d * FA_B);
         }
         for (int r = 0; r < 4; r++)
             for (int j = 0; j < 4; j++) v16_store(A + (size_t)(i + r) * FA_B + 16 * j, a[r][j]);
@@ -111,20 +117,7 @@ static void tile_xtw(float *restrict Zt, const float *restrict X, size_t ldx,
         for (int r = 0; r < 4; r++)
             for (int j = 0; j < 4; j++) a[r][j] = v16_load(Zt + (size_t)(d + r) * FA_B + 16 * j);
         for (int u = 0; u < n; u++) {
-            const float *w = W + (size_t)u * FA_B, *x = X + (size_t)u * ldx + d;
-            v16 w0 = v16_load(w), w1 = v16_load(w + 16), w2 = v16_load(w + 32),
-                w3 = v16_load(w + 48);
-            v16_keep(w0);
-            v16_keep(w1);
-            v16_keep(w2);
-            v16_keep(w3);
-            for (int r = 0; r < 4; r++) {
-                const v16 b = v16_set1(x[r]);
-                a[r][0] = v16_fma(b, w0, a[r][0]);
-                a[r][1] = v16_fma(b, w1, a[r][1]);
-                a[r][2] = v16_fma(b, w2, a[r][2]);
-                a[r][3] = v16_fma(b, w3, a[r][3]);
-            }
+            tile_rank1_4x4(a, X + (size_t)u * ldx + d, W + (size_t)u * FA_B);
         }
         for (int r = 0; r < 4; r++)
             for (int j = 0; j < 4; j++) v16_store(Zt + (size_t)(d + r) * FA_B + 16 * j, a[r][j]);
