@@ -8,11 +8,7 @@
 # a status mislabelled, a crash or exit 0 on a broken checkpoint.
 BIN=$1
 TOOL="python3 $(cd "$(dirname "$0")/../train" && pwd)/ckpt_tool.py"
-D=$(mktemp -d)
-trap 'rm -rf "$D"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+source "$(dirname "$0")/../shell_checks.sh"
 check() { local what=$1; shift; if "$@"; then ok; else bad "$what"; fi; }
 # checks CONDITION...: a condition with && inside, as one string (eval)
 checks() { local what=$1; shift; if eval "$*"; then ok; else bad "$what"; fi; }

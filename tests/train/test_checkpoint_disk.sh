@@ -16,12 +16,9 @@
 BIN=$1
 BUILD=$2
 SHIM=$BUILD/tests/enospc_shim.so
-D=$(mktemp -d)
-trap 'chmod -R u+w "$D" 2>/dev/null; rm -rf "$D"' EXIT
+source "$(dirname "$0")/../shell_checks.sh"
+trap 'chmod -R u+w "$D" 2>/dev/null; rm -rf "$D"' EXIT  # it makes read-only directories
 chmod 755 "$D"
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*"; }
 [ -f "$SHIM" ] || { echo "missing $SHIM (built by tests/CMakeLists.txt)"; echo "checkpoint_disk: 0 passed, 1 failed"; exit 1; }
 # An ASan build has its runtime linked into bagualu; it must not insist on coming first.
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0

@@ -20,11 +20,7 @@
 BIN=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 CFG=$SRC/configs/tiny_moe.json
-D=$(mktemp -d)
-trap 'rm -rf "$D"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+source "$(dirname "$0")/../shell_checks.sh"
 
 SEED=${BG_KILL_SEED:-20240520}
 RANDOM=$SEED
