@@ -77,3 +77,13 @@ void args_usage(const arg_spec *specs, int count, const char *verb, const char *
     for (int j = 0; j < count; j++)
         printf("  --%-16s %s%s\n", specs[j].name, specs[j].help, specs[j].required ? " (required)" : "");
 }
+
+int args_help(const arg_spec *specs, int count, int argc, char **argv, const char *verb,
+              const char *summary) {
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            args_usage(specs, count, verb, summary);
+            return 1;
+        }
+    return 0;
+}

@@ -14,4 +14,8 @@ typedef struct {
 
 int args_parse(const arg_spec *specs, int count, int argc, char **argv, const char *verb);
 void args_usage(const arg_spec *specs, int count, const char *verb, const char *summary);
+// When argv asks for help (--help or -h anywhere), prints the usage and returns 1: the
+// command then exits 0 without parsing the rest.
+int args_help(const arg_spec *specs, int count, int argc, char **argv, const char *verb,
+              const char *summary);
 #endif

@@ -30,11 +30,9 @@ int cmd_eval(int argc, char **argv) {
         {"threads", ARG_INT, &threads, 0, "OpenMP threads (default: all cores)"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--help")) {
-            args_usage(specs, n, "eval", "Print a checkpoint's loss and perplexity on a token shard.");
-            return 0;
-        }
+    if (args_help(specs, n, argc, argv, "eval",
+                  "Print a checkpoint's loss and perplexity on a token shard."))
+        return 0;
     if (args_parse(specs, n, argc, argv, "eval") != BG_OK) goto bad_input;
     if (B < 0 || T < 0 || batches < 0) {
         bg_error("eval: --batch-size, --seq-len and --batches must be positive");

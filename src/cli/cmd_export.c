@@ -16,12 +16,9 @@ int cmd_export(int argc, char **argv) {
         {"dtype", ARG_STR, &dtype_name, 0, "stored dtype: f32, bf16 or f16 (default f32)"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--help")) {
-            args_usage(specs, n, "export",
-                       "Write a checkpoint as a Hugging Face model directory (MixtralForCausalLM or GPT2LMHeadModel).");
-            return 0;
-        }
+    if (args_help(specs, n, argc, argv, "export",
+                  "Write a checkpoint as a Hugging Face model directory (MixtralForCausalLM or GPT2LMHeadModel)."))
+        return 0;
     if (args_parse(specs, n, argc, argv, "export") != BG_OK) {
         fprintf(stderr, "bagualu: %s\n", bg_last_error());
         return 2;

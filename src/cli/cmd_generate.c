@@ -98,11 +98,9 @@ int cmd_generate(int argc, char **argv) {
         {"threads", ARG_INT, &threads, 0, "OpenMP threads (default: 1 below 100M active parameters, else all cores)"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--help")) {
-            args_usage(specs, n, "generate", "Sample text from a checkpoint, one token at a time with a KV cache.");
-            return 0;
-        }
+    if (args_help(specs, n, argc, argv, "generate",
+                  "Sample text from a checkpoint, one token at a time with a KV cache."))
+        return 0;
     if (args_parse(specs, n, argc, argv, "generate") != BG_OK) goto bad_input;
     if (prompt && prompt_tokens) {
         bg_error("generate: give --prompt or --prompt-tokens, not both");

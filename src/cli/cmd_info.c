@@ -16,11 +16,9 @@ int cmd_info(int argc, char **argv) {
         {"seq-len", ARG_INT, &seq_len, 0, "context for the attention FLOPs (default: the model's)"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--help")) {
-            args_usage(specs, n, "info", "Print parameter counts and FLOPs per token of a config.");
-            return 0;
-        }
+    if (args_help(specs, n, argc, argv, "info",
+                  "Print parameter counts and FLOPs per token of a config."))
+        return 0;
     model_config cfg;
     if (args_parse(specs, n, argc, argv, "info") != BG_OK || model_config_load(&cfg, config) != BG_OK) {
         fprintf(stderr, "bagualu: %s\n", bg_last_error());

@@ -104,11 +104,9 @@ int cmd_prepare(int argc, char **argv) {
         {"val-fraction", ARG_FLOAT, &val_fraction, 0, "share of the text for validation, 0..0.5 (default 0.05)"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            args_usage(specs, n, "prepare", "Tokenize text files into train and val token shards: prepare [flags] FILES...");
-            return 0;
-        }
+    if (args_help(specs, n, argc, argv, "prepare",
+                  "Tokenize text files into train and val token shards: prepare [flags] FILES..."))
+        return 0;
     char **files = bg_malloc(sizeof(char *) * ((size_t)argc + 1));
     int nfiles;
     int nflags = split_files(specs, n, argc, argv, files, &nfiles);

@@ -22,11 +22,9 @@ int cmd_synth(int argc, char **argv) {
         {"out", ARG_STR, &out, 1, "output token shard"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--help")) {
-            args_usage(specs, n, "synth", "Write a learnable synthetic token shard.");
-            return 0;
-        }
+    if (args_help(specs, n, argc, argv, "synth",
+                  "Write a learnable synthetic token shard."))
+        return 0;
     synth_task task;
     if (args_parse(specs, n, argc, argv, "synth") != BG_OK || synth_task_parse(&task, task_name) != BG_OK) {
         fprintf(stderr, "bagualu: %s\n", bg_last_error());

@@ -37,12 +37,6 @@ static int split_files(const arg_spec *specs, int n, int argc, char **argv, char
     return nflags;
 }
 
-static int wants_help(int argc, char **argv) {
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
-    return 0;
-}
-
 static int fail(int code) {
     fprintf(stderr, "bagualu: %s\n", bg_last_error());
     return code;
@@ -116,10 +110,9 @@ static int tokenizer_train(int argc, char **argv) {
         {"out", ARG_STR, &out, 1, "tokenizer file to write (tok.json)"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
-    if (wants_help(argc, argv)) {
-        args_usage(specs, n, "tokenizer train", "Learn byte-level BPE merges from text files: tokenizer train [flags] FILES...");
+    if (args_help(specs, n, argc, argv, "tokenizer train",
+                  "Learn byte-level BPE merges from text files: tokenizer train [flags] FILES..."))
         return 0;
-    }
     char **files = bg_malloc(sizeof(char *) * ((size_t)argc + 1));
     int nfiles, rc = 0;
     int nflags = split_files(specs, n, argc, argv, files, &nfiles);
@@ -181,11 +174,9 @@ static int tokenizer_encode(int argc, char **argv) {
         {"stats", ARG_SWITCH, &stats, 0, "print bytes, tokens and encoding speed on stderr"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
-    if (wants_help(argc, argv)) {
-        args_usage(specs, n, "tokenizer encode",
-                   "Text to token ids, one line of ids per input: tokenizer encode [flags] [FILES... | -]");
+    if (args_help(specs, n, argc, argv, "tokenizer encode",
+                  "Text to token ids, one line of ids per input: tokenizer encode [flags] [FILES... | -]"))
         return 0;
-    }
     char **files = bg_malloc(sizeof(char *) * ((size_t)argc + 1));
     int nfiles;
     int nflags = split_files(specs, n, argc, argv, files, &nfiles);
@@ -283,11 +274,9 @@ static int tokenizer_decode(int argc, char **argv) {
         {"out", ARG_STR, &out, 0, "where to write the text (default standard output)"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
-    if (wants_help(argc, argv)) {
-        args_usage(specs, n, "tokenizer decode",
-                   "Token ids (decimal text, or a token shard) to bytes: tokenizer decode [flags] [FILES... | -]");
+    if (args_help(specs, n, argc, argv, "tokenizer decode",
+                  "Token ids (decimal text, or a token shard) to bytes: tokenizer decode [flags] [FILES... | -]"))
         return 0;
-    }
     char **files = bg_malloc(sizeof(char *) * ((size_t)argc + 1));
     int nfiles;
     int nflags = split_files(specs, n, argc, argv, files, &nfiles);

@@ -52,11 +52,9 @@ int cmd_train(int argc, char **argv) {
         {"fallback", ARG_SWITCH, &o.fallback, 0, "with --resume latest: use an older checkpoint if the newest is corrupt"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--help")) {
-            args_usage(specs, n, "train", "Train a MoE transformer on a token shard.");
-            return 0;
-        }
+    if (args_help(specs, n, argc, argv, "train",
+                  "Train a MoE transformer on a token shard."))
+        return 0;
     if (args_parse(specs, n, argc, argv, "train") != BG_OK) {
         fprintf(stderr, "bagualu: %s\n", bg_last_error());
         return 2;
