@@ -259,7 +259,8 @@ void model_logits(const model *m, float *logits, int row0, int rows) {
     matmul_forward(logits, a->lnf + (size_t)row0 * C, m->w.lm_head, rows, C, m->cfg.vocab_size);
 }
 
-void model_zero_grad(model *m) { memset(m->grads, 0, m->table.numel * sizeof(float)); }
+// Threaded: a serial memset of every gradient (123 MB for M1) left the second core idle.
+void model_zero_grad(model *m) { vec_zero(m->grads, m->table.numel); }
 
 void model_backward(model *m) {
     const model_config *c = &m->cfg;
