@@ -46,15 +46,30 @@ void matmul_forward(float *out, const float *inp, const float *weight, int M, in
 // dinp (M,K) += dout · weight; dweight (N,K) += doutᵀ · inp.
 void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                      const float *weight, int M, int K, int N);
-// For a producer that can write dout directly in the GEMMs' operand format, saving a
-// pass over it (the fused LM head's dlogits, 103 M values per M1 step):
-// matmul_bf16_dout_buffer gives room for n bf16 values when the precision is bf16
-// (NULL otherwise; reused by the next GEMM call), and matmul_backward_rounded is
-// matmul_backward with dout already rounded: bf16 bits (uint16_t) under bf16, floats
-// holding fp16 values under fp16, plain floats under fp32.
+// GEMM inputs that a producer already wrote in the operand format of the precision
+// set ("rounded": bf16 bits (uint16_t) under bf16, floats holding fp16 values under
+// fp16, plain floats under fp32) skip the rounding pass the GEMM would otherwise make
+// over them: the fused LM head's dlogits (103 M values per M1 step), the FFN's
+// activation and the gradient of its pre-activation. An operand is either kind:
+typedef struct {
+    const void *data;
+    int rounded;  // 0: floats, rounded on use
+} matmul_operand;
+static inline matmul_operand matmul_floats(const float *x) { return (matmul_operand){x, 0}; }
+static inline matmul_operand matmul_rounded(const void *x) { return (matmul_operand){x, 1}; }
+// Bytes of n values in the operand format of the precision set.
+size_t matmul_operand_bytes(size_t n);
+// out (M,N) = inp · weightᵀ (writes), inp (M,K) either kind.
+void matmul_forward_op(float *out, matmul_operand inp, const float *weight, int M, int K, int N);
+// dinp (M,K) = dout · weight, written (MATMUL_WRITE: no zeroing pass, no read of the old
+// values) or added (MATMUL_ADD); dweight (N,K) += doutᵀ · inp. dout (M,N) and inp (M,K)
+// either kind; a float dout is rounded once for both products.
+typedef enum { MATMUL_WRITE = 0, MATMUL_ADD = 1 } matmul_store;
+void matmul_backward_op(float *dinp, matmul_store dinp_store, float *dweight, matmul_operand dout,
+                        matmul_operand inp, const float *weight, int M, int K, int N);
+// Room for n rounded values when the precision is bf16 (NULL otherwise), reused by the
+// next GEMM call: the fused LM head writes its bf16 dlogits there.
 void *matmul_bf16_dout_buffer(size_t n);
-void matmul_backward_rounded(float *dinp, float *dweight, const void *dout, const float *inp,
-                             const float *weight, int M, int K, int N);
 // The same in fp32 whatever the precision set: the router, whose logits decide where
 // tokens go, stays in fp32.
 void matmul_forward_fp32(float *out, const float *inp, const float *weight, int M, int K, int N);
@@ -75,6 +90,10 @@ void matmul_profile_print(FILE *f);
 void cast_f32_to_bf16(uint16_t *out, const float *in, size_t n);
 // out = in rounded to fp16 and back: fp16's precision and range, held in fp32. out may be in.
 void round_f32_to_f16(float *out, const float *in, size_t n);
+// out[i0 .. i0+n) = x[0 .. n) in the operand format of precision p (see matmul_operand),
+// on the calling thread: for producers that compute a block of values and store it
+// rounded, inside their own parallel loop.
+void operand_store(void *out, size_t i0, const float *x, size_t n, matmul_precision p);
 
 // ---- embeddings -------------------------------------------------------------
 // out (N,C) = wte[tokens[n]] + wpe[n % T] (wpe may be NULL: RoPE models). N = B*T.
@@ -98,12 +117,17 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
                       const float *weight, const float *rstd, int N, int C);
 
 // ---- activations ------------------------------------------------------------
-// GELU, tanh approximation (GPT-2's). inp/out (n).
-void gelu_forward(float *out, const float *inp, size_t n);
-void gelu_backward(float *dinp, const float *dout, const float *inp, size_t n);
+// The activations feed a GEMM and nothing else, so they write their outputs in the GEMM
+// operand format of precision p (operand_store), computed in fp32: under bf16 the same
+// bits as computing in fp32 and rounding for the GEMM, without the pass that would do it.
+// Backward WRITES its dinp here (its only consumer is the next GEMM), and does not add.
+// GELU, tanh approximation (GPT-2's). inp (n) floats; out, dinp (n) rounded.
+void gelu_forward(void *out, matmul_precision p, const float *inp, size_t n);
+void gelu_backward(void *dinp, matmul_precision p, const float *dout, const float *inp, size_t n);
 // SwiGLU: inp (N,2F) holds [gate | up] per row; out (N,F) = silu(gate) * up.
-void swiglu_forward(float *out, const float *inp, int N, int F);
-void swiglu_backward(float *dinp, const float *dout, const float *inp, int N, int F);
+void swiglu_forward(void *out, matmul_precision p, const float *inp, int N, int F);
+void swiglu_backward(void *dinp, matmul_precision p, const float *dout, const float *inp, int N,
+                     int F);
 
 // ---- rotary position embedding ----------------------------------------------
 // Hugging Face (Llama/Mixtral) convention: dimension i pairs with i + hs/2.

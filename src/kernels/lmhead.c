@@ -85,8 +85,9 @@ void lmhead_xent_fused(float *losses, float *lse, float *dx, float *dW, const fl
         matmul_forward(chunk_buf, xc, W, rows, C, V);
         uint16_t *dl16 = matmul_bf16_dout_buffer((size_t)rows * V);  // NULL unless bf16
         xent_rows(losses + n0, lse + n0, chunk_buf, dl16, p, targets + n0, scale, rows, V);
-        matmul_backward_rounded(dx ? dx + (size_t)n0 * C : NULL, dW, dl16 ? (const void *)dl16 : chunk_buf,
-                                xc, W, rows, C, V);
+        matmul_backward_op(dx ? dx + (size_t)n0 * C : NULL, MATMUL_ADD, dW,
+                           matmul_rounded(dl16 ? (const void *)dl16 : chunk_buf), matmul_floats(xc),
+                           W, rows, C, V);
     }
 }
 

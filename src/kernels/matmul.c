@@ -5,6 +5,7 @@
 //   FWD          out(M,N)      = inp(M,K)   · weight(N,K)ᵀ
 //   BWD_DATA     dinp(M,K)    += dout(M,N)  · weight(N,K)
 //   BWD_WEIGHTS  dweight(N,K) += dout(M,N)ᵀ · inp(M,K)
+// (and BWD_DATA_SET, the data product written instead of added).
 // Transposed operands are described by strides, never copied; "+=" is oneDNN's sum
 // post-op (beta = 1), so no temporary is needed either.
 //
@@ -43,7 +44,7 @@
         }                                                                              \
     } while (0)
 
-enum gemm_kind { GEMM_FWD, GEMM_BWD_DATA, GEMM_BWD_WEIGHTS };
+enum gemm_kind { GEMM_FWD, GEMM_BWD_DATA, GEMM_BWD_WEIGHTS, GEMM_BWD_DATA_SET };
 
 // A model has a handful of (K,N) per kind; room for several models at once.
 enum { GEMM_CACHE_SIZE = 64 };
@@ -88,10 +89,11 @@ static gemm_layout gemm_layout_of(int kind, int64_t M, int64_t K, int64_t N) {
         l.beta = 0.0f;
         break;
     case GEMM_BWD_DATA:  // dout(M,N) · weight(N,K)
+    case GEMM_BWD_DATA_SET:
         l.a_dims[0] = M, l.a_dims[1] = N, l.a_strides[0] = N, l.a_strides[1] = 1;
         l.b_dims[0] = N, l.b_dims[1] = K, l.b_strides[0] = K, l.b_strides[1] = 1;
         l.c_dims[0] = M, l.c_dims[1] = K, l.c_strides[0] = K, l.c_strides[1] = 1;
-        l.beta = 1.0f;
+        l.beta = kind == GEMM_BWD_DATA ? 1.0f : 0.0f;
         break;
     default:  // [dout(M,N) read as (N,M) with strides (1,N)] · inp(M,K)
         l.a_dims[0] = N, l.a_dims[1] = M, l.a_strides[0] = 1, l.a_strides[1] = N;
@@ -225,7 +227,7 @@ void matmul_profile(int on) {
 }
 
 void matmul_profile_print(FILE *f) {
-    static const char *kinds[] = {"fwd", "bwd-data", "bwd-weights"};
+    static const char *kinds[] = {"fwd", "bwd-data+", "bwd-weights", "bwd-data="};
     double total = 0;
     for (int i = 0; i < GEMM_CACHE_SIZE; i++) total += g_cache[i].seconds;
     fprintf(f, "  %-11s %-5s %6s %6s %7s %10s %7s %9s\n", "GEMM", "type", "K", "N", "calls", "ms", "share",
@@ -269,6 +271,8 @@ static size_t operand_bytes(matmul_precision p, size_t n) {
     return n * (p == MATMUL_BF16 ? sizeof(uint16_t) : sizeof(float));
 }
 
+size_t matmul_operand_bytes(size_t n) { return operand_bytes(g_precision, n); }
+
 static void operand_round(matmul_precision p, void *out, const float *in, size_t n) {
     if (p == MATMUL_BF16) cast_f32_to_bf16(out, in, n);
     else round_f32_to_f16(out, in, n);
@@ -298,6 +302,10 @@ static const void *activation_operand(int slot, const float *x, size_t n) {
     void *buf = grow_buf_get(&g_operands[slot], operand_bytes(g_precision, n));
     operand_round(g_precision, buf, x, n);
     return buf;
+}
+
+static const void *operand_data(int slot, matmul_operand x, size_t n) {
+    return x.rounded ? x.data : activation_operand(slot, x.data, n);
 }
 
 // Weights: rounded copies by source address, valid until matmul_weights_changed. A
@@ -341,45 +349,49 @@ static const void *weight_operand(const float *w, size_t n) {
 
 // ---- the three GEMMs ------------------------------------------------------------
 
-// inp (M,K), weight (N,K), out (M,N)
-void matmul_forward(float *out, const float *inp, const float *weight, int M, int K, int N) {
+void matmul_forward_op(float *out, matmul_operand inp, const float *weight, int M, int K, int N) {
     if (M == 0 || N == 0) return;
     if (K == 0) {  // an empty sum; oneDNN rejects zero-sized reductions
         memset(out, 0, (size_t)M * N * sizeof *out);
         return;
     }
-    const void *a = activation_operand(OPERAND_A, inp, (size_t)M * K);
+    const void *a = operand_data(OPERAND_A, inp, (size_t)M * K);
     const void *b = weight_operand(weight, (size_t)N * K);
     gemm_run(GEMM_FWD, operand_type(g_precision), out, a, b, M, K, N);
 }
 
-// The two backward products over a dout already in the operand format.
-static void backward_products(float *dinp, float *dweight, const void *d, const float *inp,
-                              const float *weight, int M, int K, int N) {
+// inp (M,K), weight (N,K), out (M,N)
+void matmul_forward(float *out, const float *inp, const float *weight, int M, int K, int N) {
+    matmul_forward_op(out, matmul_floats(inp), weight, M, K, N);
+}
+
+void matmul_backward_op(float *dinp, matmul_store dinp_store, float *dweight, matmul_operand dout,
+                        matmul_operand inp, const float *weight, int M, int K, int N) {
+    if (M == 0 || K == 0) return;  // dinp and dweight are empty, or dweight gains nothing
+    if (N == 0) {                  // an empty sum; oneDNN rejects zero-sized reductions
+        if (dinp && dinp_store == MATMUL_WRITE) memset(dinp, 0, (size_t)M * K * sizeof *dinp);
+        return;
+    }
     dnnl_data_type_t dt = operand_type(g_precision);
-    if (dinp) gemm_run(GEMM_BWD_DATA, dt, dinp, d, weight_operand(weight, (size_t)N * K), M, K, N);
+    const void *d = operand_data(OPERAND_A, dout, (size_t)M * N);  // rounded once for both
+    if (dinp)
+        gemm_run(dinp_store == MATMUL_WRITE ? GEMM_BWD_DATA_SET : GEMM_BWD_DATA, dt, dinp, d,
+                 weight_operand(weight, (size_t)N * K), M, K, N);
     if (dweight)
-        gemm_run(GEMM_BWD_WEIGHTS, dt, dweight, d, activation_operand(OPERAND_B, inp, (size_t)M * K),
-                 M, K, N);
+        gemm_run(GEMM_BWD_WEIGHTS, dt, dweight, d, operand_data(OPERAND_B, inp, (size_t)M * K), M,
+                 K, N);
 }
 
 // dout (M,N); dinp (M,K) += dout · weight; dweight (N,K) += doutᵀ · inp
 void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                      const float *weight, int M, int K, int N) {
-    if (M == 0 || K == 0 || N == 0) return;
-    const void *d = activation_operand(OPERAND_A, dout, (size_t)M * N);  // rounded once for both
-    backward_products(dinp, dweight, d, inp, weight, M, K, N);
+    matmul_backward_op(dinp, MATMUL_ADD, dweight, matmul_floats(dout), matmul_floats(inp), weight,
+                       M, K, N);
 }
 
 void *matmul_bf16_dout_buffer(size_t n) {
     if (g_precision != MATMUL_BF16) return NULL;
     return grow_buf_get(&g_operands[OPERAND_A], operand_bytes(MATMUL_BF16, n));
-}
-
-void matmul_backward_rounded(float *dinp, float *dweight, const void *dout, const float *inp,
-                             const float *weight, int M, int K, int N) {
-    if (M == 0 || K == 0 || N == 0) return;
-    backward_products(dinp, dweight, dout, inp, weight, M, K, N);
 }
 
 void matmul_forward_fp32(float *out, const float *inp, const float *weight, int M, int K, int N) {

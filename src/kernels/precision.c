@@ -1,5 +1,6 @@
-// Rounding GEMM operands to 16-bit floats for mixed precision (matmul.c). Memory-bound
-// streams, threaded above the size where starting the team pays (as elementwise.c).
+// Rounding GEMM operands to 16-bit floats for mixed precision (matmul.c, and the
+// producers that write their outputs as operands). Memory-bound streams, threaded
+// above the size where starting the team pays (as elementwise.c).
 #include "kernels/kernels.h"
 
 #include "core/half.h"
@@ -22,4 +23,20 @@ void round_f32_to_f16(float *out, const float *in, size_t n) {
     }
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) out[i] = bg_round_f16(in[i]);
+}
+
+void operand_store(void *out, size_t i0, const float *x, size_t n, matmul_precision p) {
+    if (p == MATMUL_BF16) {
+        uint16_t *o = (uint16_t *)out + i0;
+        #pragma omp simd
+        for (size_t i = 0; i < n; i++) o[i] = bg_f32_to_bf16(x[i]);
+    } else if (p == MATMUL_FP16) {
+        float *o = (float *)out + i0;
+        #pragma omp simd
+        for (size_t i = 0; i < n; i++) o[i] = bg_round_f16(x[i]);
+    } else {
+        float *o = (float *)out + i0;
+        #pragma omp simd
+        for (size_t i = 0; i < n; i++) o[i] = x[i];
+    }
 }

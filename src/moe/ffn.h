@@ -7,11 +7,14 @@ typedef enum { FFN_GELU = 0, FFN_SWIGLU = 1 } ffn_act;
 
 static inline int ffn_in_rows(ffn_act act, int F) { return act == FFN_SWIGLU ? 2 * F : F; }
 
-// inp (M,C); h (M,U) caches the pre-activation, a (M,F) the activation; out (M,C) WRITES.
-void ffn_forward(float *out, float *h, float *a, const float *inp, const float *w_in,
+// inp (M,C); h (M,U) caches the pre-activation (floats), a (M,F) the activation in the
+// GEMM operand format of the precision set (kernels.h; room for M·F floats holds it
+// whatever the precision); out (M,C) WRITES.
+void ffn_forward(float *out, float *h, void *a, const float *inp, const float *w_in,
                  const float *w_out, int M, int C, int F, ffn_act act);
-// dinp (M,C) +=, dw_in (U,C) +=, dw_out (C,F) +=; da (M,F) and dh (M,U) are workspace.
-void ffn_backward(float *dinp, float *dw_in, float *dw_out, float *da, float *dh,
-                  const float *dout, const float *inp, const float *h, const float *a,
+// dinp (M,C) +=, dw_in (U,C) +=, dw_out (C,F) +=; da (M,F) floats and dh (M,U) in the
+// operand format are workspace.
+void ffn_backward(float *dinp, float *dw_in, float *dw_out, float *da, void *dh,
+                  const float *dout, const float *inp, const float *h, const void *a,
                   const float *w_in, const float *w_out, int M, int C, int F, ffn_act act);
 #endif

@@ -123,6 +123,84 @@ static void check_gemms(matmul_precision p, const char *name, double floor_gap, 
     free(a), free(w), free(dout), free(out), free(dinp), free(dw), free(ref), free(ref32), free(o32);
 }
 
+// n values of precision p's operand format in buf, as floats rounded to p.
+static float operand_value(const void *buf, size_t i, matmul_precision p) {
+    if (p == MATMUL_BF16) return bg_bf16_to_f32(((const uint16_t *)buf)[i]);
+    return ((const float *)buf)[i];
+}
+
+// How many of n operand-format values differ, bit for bit, from want rounded to p.
+static size_t operand_mismatches(const void *got, const float *want, size_t n, matmul_precision p) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float g = operand_value(got, i, p), w = round_as(p, want[i]);
+        bad += bg_f32_bits(g) != bg_f32_bits(w);
+    }
+    return bad;
+}
+
+// The producers that write GEMM operands directly (activations and their gradients)
+// give the bits of computing in fp32 and rounding, and GEMMs that read such operands,
+// or write their data product instead of adding it, give the bits of the float path.
+static void check_operand_producers(matmul_precision p, const char *name) {
+    const int N = 3, F = 1100;  // rows of more than one 1024-value block
+    const size_t n = (size_t)N * F, n2 = 2 * n;
+    float *x = malloc(n2 * sizeof *x), *dy = malloc(n * sizeof *dy);
+    float *ref = malloc(n2 * sizeof *ref), *got = malloc(n2 * sizeof *got);
+    tu_fill_normal(x, n2, 3.0);
+    tu_fill_normal(dy, n, 1.0);
+    x[0] = 0.0f, x[1] = 30.0f, x[2] = -30.0f;  // GELU's saturated tails, SiLU's too
+
+    gelu_forward(ref, MATMUL_FP32, x, n);
+    gelu_forward(got, p, x, n);
+    size_t bad = operand_mismatches(got, ref, n, p);
+    TU_CHECK(bad == 0, "%s gelu_forward: %zu of %zu values differ from fp32 then rounding", name, bad, n);
+    gelu_backward(ref, MATMUL_FP32, dy, x, n);
+    gelu_backward(got, p, dy, x, n);
+    bad = operand_mismatches(got, ref, n, p);
+    TU_CHECK(bad == 0, "%s gelu_backward: %zu of %zu values differ", name, bad, n);
+    swiglu_forward(ref, MATMUL_FP32, x, N, F);
+    swiglu_forward(got, p, x, N, F);
+    bad = operand_mismatches(got, ref, n, p);
+    TU_CHECK(bad == 0, "%s swiglu_forward: %zu of %zu values differ", name, bad, n);
+    swiglu_backward(ref, MATMUL_FP32, dy, x, N, F);
+    swiglu_backward(got, p, dy, x, N, F);
+    bad = operand_mismatches(got, ref, n2, p);
+    TU_CHECK(bad == 0, "%s swiglu_backward: %zu of %zu values differ", name, bad, n2);
+
+    // GEMMs: out (M,Nn) = a (M,K) · w (Nn,K)ᵀ with a given as floats or rounded.
+    const int M = 20, K = 300, Nn = 29;  // M·K fits ref and got (2·N·F values)
+    float *a = malloc((size_t)M * K * sizeof *a), *w = malloc((size_t)Nn * K * sizeof *w);
+    float *d = malloc((size_t)M * Nn * sizeof *d), *ar = malloc((size_t)M * K * sizeof *ar);
+    float *o1 = malloc((size_t)M * K * sizeof *o1), *o2 = malloc((size_t)M * K * sizeof *o2);
+    float *dw1 = calloc((size_t)Nn * K, sizeof *dw1), *dw2 = calloc((size_t)Nn * K, sizeof *dw2);
+    tu_fill_normal(a, (size_t)M * K, 1.0);
+    tu_fill_normal(w, (size_t)Nn * K, 1.0);
+    tu_fill_normal(d, (size_t)M * Nn, 1.0);
+    matmul_set_precision(p);
+    matmul_weights_changed();
+    gelu_forward(ar, p, a, (size_t)M * K);  // a rounded operand, and its float twin in ref
+    gelu_forward(ref, MATMUL_FP32, a, (size_t)M * K);
+    matmul_forward(o1, ref, w, M, K, Nn);
+    matmul_forward_op(o2, matmul_rounded(ar), w, M, K, Nn);
+    TU_CHECK(!memcmp(o1, o2, (size_t)M * Nn * sizeof *o1), "%s matmul_forward_op: a rounded operand "
+             "gives other bits than its floats", name);
+    // WRITE equals ADD into zeros, bit for bit; the weight product sees the rounded
+    // inp like the floats.
+    memset(o1, 0, (size_t)M * K * sizeof *o1);
+    for (size_t i = 0; i < (size_t)M * K; i++) o2[i] = NAN;  // WRITE must not read it
+    matmul_backward(o1, dw1, d, ref, w, M, K, Nn);
+    matmul_backward_op(o2, MATMUL_WRITE, dw2, matmul_floats(d), matmul_rounded(ar), w, M, K, Nn);
+    TU_CHECK(!memcmp(o1, o2, (size_t)M * K * sizeof *o1), "%s matmul_backward_op: WRITE differs from "
+             "adding into zeros", name);
+    TU_CHECK(!memcmp(dw1, dw2, (size_t)Nn * K * sizeof *dw1), "%s matmul_backward_op: the weight "
+             "product from a rounded inp differs", name);
+    matmul_set_precision(MATMUL_FP32);
+    printf("%s: activations write rounded operands bit-exactly; GEMMs read them as the floats\n", name);
+    free(x), free(dy), free(ref), free(got), free(a), free(w), free(d), free(ar);
+    free(o1), free(o2), free(dw1), free(dw2);
+}
+
 // fp16's range: a product beyond 65504 in an operand is inf, as loss scaling expects.
 static void check_fp16_overflow(void) {
     float a[4] = {1e5f, 1, 1, 1}, w[4] = {1, 0, 0, 0}, out[1];
@@ -142,6 +220,9 @@ int main(void) {
     check_gemms(MATMUL_BF16, "bf16", 1e-4, 1e-2);
     check_gemms(MATMUL_FP16, "fp16", 1e-5, 2e-3);
     check_fp16_overflow();
+    check_operand_producers(MATMUL_BF16, "bf16");
+    check_operand_producers(MATMUL_FP16, "fp16");
+    check_operand_producers(MATMUL_FP32, "fp32");
     matmul_cache_clear();
     return tu_finish("matmul_precision");
 }
