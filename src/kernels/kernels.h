@@ -174,16 +174,19 @@ void crossentropy_backward(float *dlogits, const float *logits, const float *lse
 // The vocabulary projection logits = x·Wᵀ and the cross-entropy, chunk_rows rows at a
 // time, so the (N,V) logits are never held: forward and backward in one pass.
 // x (N,C), W (V,C), targets (N); losses and lse (N) write; dx (N,C) += and
-// dW (V,C) += the gradients of scale·Σ losses (NULL: not needed); chunk_buf
-// (chunk_rows, V) is workspace. Equals matmul_forward + crossentropy_forward/backward
-// + matmul_backward up to float summation order. Call from outside parallel regions.
+// dW (V,C) += the gradients of scale·Σ losses (NULL: not needed); work is workspace of
+// lmhead_workspace_floats(chunk_rows, C, V) floats. Equals matmul_forward +
+// crossentropy_forward/backward + matmul_backward up to float rounding: the softmax's
+// normalisation is applied to the GEMMs' (N,C) sides instead of the (N,V) gradient, so
+// under bf16/fp16 the rounded operands are the unnormalised exponentials and k·x
+// rather than the normalised gradient and x. Call from outside parallel regions.
+size_t lmhead_workspace_floats(int chunk_rows, int C, int V);
 void lmhead_xent_fused(float *losses, float *lse, float *dx, float *dW, const float *x,
                        const float *W, const int *targets, float scale, int N, int C, int V,
-                       float *chunk_buf, int chunk_rows);
-// The forward alone (evaluation): losses and lse (N) write.
+                       float *work, int chunk_rows);
+// The forward alone (evaluation): losses and lse (N) write; the same workspace.
 void lmhead_xent_forward(float *losses, float *lse, const float *x, const float *W,
-                         const int *targets, int N, int C, int V, float *chunk_buf,
-                         int chunk_rows);
+                         const int *targets, int N, int C, int V, float *work, int chunk_rows);
 
 // ---- elementwise ------------------------------------------------------------
 void residual_forward(float *out, const float *a, const float *b, size_t n);  // out = a + b

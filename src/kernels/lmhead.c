@@ -4,12 +4,13 @@
 //
 // Per chunk of rows, in one pass (training):
 //   logits = x·Wᵀ                                  (matmul_forward)
-//   losses, lse; dlogits = scale·(softmax - onehot) in place over the logits
-//   dx += dlogits·W,  dW += dlogitsᵀ·x             (matmul_backward)
-// The same three GEMMs as the unfused path, so no FLOPs are added; the chunk only
-// has to be tall enough for the GEMMs to stay efficient (the chunk's rows are the
-// reduction dimension of the dW product, which rereads and rewrites all of dW, V·C
-// floats, once per chunk).
+//   losses, lse; E = exp(logits - rowmax) over the logits (xent_rows)
+//   dx += k ∘ (E·W),  dW += Eᵀ·(k ∘ x)              (matmul_backward_op)
+// with k = scale / Σ_v E per row, and the target's entry of E lowered by that sum, so
+// that k ∘ E is scale·(softmax - onehot), the gradient of the logits. The same three
+// GEMMs as the unfused path, so no FLOPs are added; the chunk only has to be tall
+// enough for the GEMMs to stay efficient (the chunk's rows are the reduction dimension
+// of the dW product, which rereads and rewrites all of dW, V·C floats, once per chunk).
 #include "kernels/kernels.h"
 
 #include <float.h>
@@ -21,18 +22,23 @@
 
 enum { XENT_CHUNK = 1024 };
 
-// crossentropy_forward and crossentropy_backward in one sweep over each row: the
-// exponentials are stored in place and scaled, instead of computed once for the sum
-// and again for the gradient (with V = 50257 the exps are most of the loss's time).
-// Same arithmetic as crossentropy.c: max subtracted, float sums over chunks of
-// XENT_CHUNK added in double. The gradient scale·(softmax - onehot) is written in the
-// GEMMs' operand format, rounded as matmul would round it: over the logits (fp32,
-// fp16), or into dl16 (bf16), so the backward GEMMs need no pass of their own over it.
-static void xent_rows(float *losses, float *lse, float *logits, uint16_t *dl16,
+size_t lmhead_workspace_floats(int chunk_rows, int C, int V) {
+    return (size_t)chunk_rows * ((size_t)V + 2 * (size_t)C + 1);
+}
+
+// crossentropy_forward and the unnormalised gradient in two sweeps over each row of
+// V: the max, then the exponentials, summed (float over chunks of XENT_CHUNK, chunks
+// added in double, as crossentropy.c) and stored in the GEMMs' operand format, over the
+// logits or into dl16 (bf16). The normalisation k = scale/sum is known only after the
+// second sweep; applying it to the GEMMs' small operand and result (rows × C) instead of
+// the rows × V values saves a third sweep over them. rowk (rows) writes k.
+static void xent_rows(float *losses, float *lse, float *rowk, float *logits, uint16_t *dl16,
                       matmul_precision p, const int *targets, float scale, int rows, int V) {
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < rows; n++) {
         float *x = logits + (size_t)n * V;
+        void *out = p == MATMUL_BF16 ? (void *)dl16 : (void *)logits;
+        const size_t row0 = (size_t)n * V;
         const int target = targets[n];
         BG_ASSERT(target >= 0 && target < V);
         float maxv = -FLT_MAX;
@@ -41,64 +47,77 @@ static void xent_rows(float *losses, float *lse, float *logits, uint16_t *dl16,
         const float x_target = x[target];
         double sum = 0.0;
         for (int v0 = 0; v0 < V; v0 += XENT_CHUNK) {
-            const int v1 = v0 + XENT_CHUNK < V ? v0 + XENT_CHUNK : V;
-            float part = 0.0f;
+            const int m = V - v0 < XENT_CHUNK ? V - v0 : XENT_CHUNK;
+            float e[XENT_CHUNK], part = 0.0f;
             #pragma omp simd reduction(+ : part)
-            for (int v = v0; v < v1; v++) {
-                x[v] = bg_expf(x[v] - maxv);
-                part += x[v];
+            for (int v = 0; v < m; v++) {
+                e[v] = bg_expf(x[v0 + v] - maxv);
+                part += e[v];
             }
             sum += part;
+            operand_store(out, row0 + (size_t)v0, e, (size_t)m, p);  // over x: read already
         }
         const float l = maxv + (float)log(sum);
         lse[n] = l;
         losses[n] = l - x_target;
-        const float k = (float)(scale / sum);
-        const float d_target = x[target] * k - scale;
-        if (p == MATMUL_BF16) {
-            uint16_t *d = dl16 + (size_t)n * V;
+        rowk[n] = (float)(scale / sum);
+        // k·(e_t - sum) = scale·(p_t - 1): the one-hot term, in E's units.
+        const float e_target = (float)((double)bg_expf(x_target - maxv) - sum);
+        operand_store(out, row0 + (size_t)target, &e_target, 1, p);
+    }
+}
+
+// y (rows, C) = k ∘ x per row (add: y += k ∘ x).
+static void scale_rows(float *y, const float *k, const float *x, int rows, int C, int add) {
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < rows; n++) {
+        const float kn = k[n];
+        float *yr = y + (size_t)n * C;
+        const float *xr = x + (size_t)n * C;
+        if (add) {
             #pragma omp simd
-            for (int v = 0; v < V; v++) d[v] = bg_f32_to_bf16(x[v] * k);
-            d[target] = bg_f32_to_bf16(d_target);
-        } else if (p == MATMUL_FP16) {
-            #pragma omp simd
-            for (int v = 0; v < V; v++) x[v] = bg_round_f16(x[v] * k);
-            x[target] = bg_round_f16(d_target);
+            for (int c = 0; c < C; c++) yr[c] += kn * xr[c];
         } else {
             #pragma omp simd
-            for (int v = 0; v < V; v++) x[v] *= k;
-            x[target] = d_target;
+            for (int c = 0; c < C; c++) yr[c] = kn * xr[c];
         }
     }
 }
 
 // x (N,C), W (V,C), targets (N); losses, lse (N) write; dx (N,C) +=, dW (V,C) +=
-// (either may be NULL); chunk_buf (chunk_rows, V) workspace.
+// (either may be NULL); work (lmhead_workspace_floats) workspace.
 void lmhead_xent_fused(float *losses, float *lse, float *dx, float *dW, const float *x,
                        const float *W, const int *targets, float scale, int N, int C, int V,
-                       float *chunk_buf, int chunk_rows) {
+                       float *work, int chunk_rows) {
     BG_ASSERT(chunk_rows > 0);
     const matmul_precision p = matmul_get_precision();
+    float *logits = work, *prod = logits + (size_t)chunk_rows * V;
+    float *xk = prod + (size_t)chunk_rows * C, *rowk = xk + (size_t)chunk_rows * C;
     for (int n0 = 0; n0 < N; n0 += chunk_rows) {
         const int rows = N - n0 < chunk_rows ? N - n0 : chunk_rows;
         const float *xc = x + (size_t)n0 * C;
-        matmul_forward(chunk_buf, xc, W, rows, C, V);
+        matmul_forward(logits, xc, W, rows, C, V);
         uint16_t *dl16 = matmul_bf16_dout_buffer((size_t)rows * V);  // NULL unless bf16
-        xent_rows(losses + n0, lse + n0, chunk_buf, dl16, p, targets + n0, scale, rows, V);
-        matmul_backward_op(dx ? dx + (size_t)n0 * C : NULL, MATMUL_ADD, dW,
-                           matmul_rounded(dl16 ? (const void *)dl16 : chunk_buf), matmul_floats(xc),
-                           W, rows, C, V);
+        xent_rows(losses + n0, lse + n0, rowk, logits, dl16, p, targets + n0, scale, rows, V);
+        const matmul_operand E = matmul_rounded(dl16 ? (const void *)dl16 : logits);
+        if (dx) {
+            matmul_backward_op(prod, MATMUL_WRITE, NULL, E, matmul_floats(xc), W, rows, C, V);
+            scale_rows(dx + (size_t)n0 * C, rowk, prod, rows, C, 1);
+        }
+        if (dW) {
+            scale_rows(xk, rowk, xc, rows, C, 0);
+            matmul_backward_op(NULL, MATMUL_ADD, dW, E, matmul_floats(xk), W, rows, C, V);
+        }
     }
 }
 
 // The forward alone (evaluation): losses and lse (N) write.
 void lmhead_xent_forward(float *losses, float *lse, const float *x, const float *W,
-                         const int *targets, int N, int C, int V, float *chunk_buf,
-                         int chunk_rows) {
+                         const int *targets, int N, int C, int V, float *work, int chunk_rows) {
     BG_ASSERT(chunk_rows > 0);
     for (int n0 = 0; n0 < N; n0 += chunk_rows) {
         const int rows = N - n0 < chunk_rows ? N - n0 : chunk_rows;
-        matmul_forward(chunk_buf, x + (size_t)n0 * C, W, rows, C, V);
-        crossentropy_forward(losses + n0, lse + n0, chunk_buf, targets + n0, rows, V);
+        matmul_forward(work, x + (size_t)n0 * C, W, rows, C, V);
+        crossentropy_forward(losses + n0, lse + n0, work, targets + n0, rows, V);
     }
 }

@@ -107,7 +107,8 @@ static void acts_layout(model_acts *a, bg_arena *ar, const model *m, int B, int 
     a->lnf_mean = BG_ARENA_NEW(ar, float, N);
     a->lnf_rstd = BG_ARENA_NEW(ar, float, N);
     a->logits = a->lm_fused ? NULL : BG_ARENA_NEW(ar, float, (size_t)N * V);
-    a->lm_chunk = a->lm_fused ? BG_ARENA_NEW(ar, float, (size_t)a->lm_chunk_rows * V) : NULL;
+    a->lm_chunk = a->lm_fused ? BG_ARENA_NEW(ar, float, lmhead_workspace_floats(a->lm_chunk_rows, C, V))
+                              : NULL;
     a->d_lm_head = a->lm_fused ? BG_ARENA_NEW(ar, float, (size_t)V * C) : NULL;
     a->lm_grads_ready = 0;
     a->losses = BG_ARENA_NEW(ar, float, N);
