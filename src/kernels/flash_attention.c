@@ -148,6 +148,23 @@ static void mask_keys_by_query(float *St, int n, int k0, int q0, float value) {
     }
 }
 
+// dst[c·ldd + r] = src[r·lds + c] for r < rows, c < cols: 16 × 16 blocks in registers,
+// the edges one by one. The tiles change between row-major and transposed layouts at
+// every pack and write-back; done one float at a time, the strided side misses L1.
+static void transpose_block(float *restrict dst, size_t ldd, const float *restrict src,
+                            size_t lds, int rows, int cols) {
+    int r0 = 0;
+    for (; r0 + 16 <= rows; r0 += 16) {
+        int c0 = 0;
+        for (; c0 + 16 <= cols; c0 += 16)
+            v16_transpose16(dst + (size_t)c0 * ldd + r0, ldd, src + (size_t)r0 * lds + c0, lds);
+        for (int r = r0; r < r0 + 16; r++)
+            for (int c = c0; c < cols; c++) dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
+    }
+    for (int r = r0; r < rows; r++)
+        for (int c = 0; c < cols; c++) dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
+}
+
 // Packs n rows of hs floats (row stride ld), transposed, into Yt (hs, FA_B); columns
 // n..FA_B-1 are zero, so padded lanes compute harmless zeros.
 static void pack_transposed(float *restrict Yt, const float *restrict src, size_t ld, int n,
@@ -156,10 +173,7 @@ static void pack_transposed(float *restrict Yt, const float *restrict src, size_
         float *y = Yt + (size_t)d * FA_B;
         for (int r = n; r < FA_B; r++) y[r] = 0.0f;
     }
-    for (int r = 0; r < n; r++) {
-        const float *s = src + (size_t)r * ld;
-        for (int d = 0; d < hs; d++) Yt[(size_t)d * FA_B + r] = s[d];
-    }
+    transpose_block(Yt, FA_B, src, ld, n, hs);
 }
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
@@ -228,11 +242,15 @@ static void fa_forward_block(float *out, float *lse, const float *qkv, int b, in
         tile_xtw(Ot, V + (size_t)k0 * C3, C3, St, nk, hs);  // O += Pᵀ-weighted values
     }
     float *lrow = lse + ((size_t)b * NH + h) * T + q0;
+    float *O = Qt;  // Qt is done with: it takes O row-major, (nq, hs)
+    transpose_block(O, hs, Ot, FA_B, hs, nq);
     for (int r = 0; r < nq; r++) {
         lrow[r] = m[r] + logf(l[r]);
         const float inv = 1.0f / l[r];
         float *o = out + ((size_t)b * T + q0 + r) * C + (size_t)h * hs;
-        for (int d = 0; d < hs; d++) o[d] = Ot[(size_t)d * FA_B + r] * inv;
+        const float *orow = O + (size_t)r * hs;
+        #pragma omp simd
+        for (int d = 0; d < hs; d++) o[d] = orow[d] * inv;
     }
 }
 
@@ -253,6 +271,21 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
 }
 
 // ---- backward ---------------------------------------------------------------------
+
+// dQ rows q0..q0+nq-1 of head h += scale · dQt (hs, FA_B) transposed, through dQ
+// ((nq, hs) workspace). Both backward schedules end with this, so they add the same
+// numbers the same way.
+static void add_dq_rows(float *dqkv, float *dQ, const float *dQt, int b, int h, int q0, int nq,
+                        int T, int C, int hs, float scale) {
+    const size_t C3 = 3 * (size_t)C;
+    transpose_block(dQ, hs, dQt, FA_B, hs, nq);
+    for (int r = 0; r < nq; r++) {
+        float *dq = dqkv + ((size_t)b * T + q0 + r) * C3 + (size_t)h * hs;
+        const float *g = dQ + (size_t)r * hs;
+        #pragma omp simd
+        for (int d = 0; d < hs; d++) dq[d] += g[d] * scale;
+    }
+}
 
 // One (b, h, key block): dK and dV of keys k0..k0+nk-1, from every query at or after
 // them. Tiles are row-major here (queries × keys): the vectors run over keys, so dKᵀ
@@ -298,20 +331,23 @@ static void fa_backward_kv_block(float *dqkv, float *dq_acc, const float *delta,
             // dQᵀ += Kᵀ dSᵀ. dS equals, bit for bit, the dSᵀ fa_backward_q_block
             // computes (the same products, sums and exps), and padded queries get 0
             // there too.
-            for (int c = 0; c < nk; c++) {
-                float *d = dSt + (size_t)c * FA_B;
-                for (int r = 0; r < nq; r++) d[r] = dS[(size_t)r * FA_B + c];
-                for (int r = nq; r < FA_B; r++) d[r] = 0.0f;
-            }
+            transpose_block(dSt, FA_B, dS, FA_B, nq, nk);
+            for (int c = 0; c < nk; c++)
+                for (int r = nq; r < FA_B; r++) dSt[(size_t)c * FA_B + r] = 0.0f;
             tile_xtw(dq_acc + (size_t)(q0 / FA_B) * hs * FA_B, K + (size_t)k0 * C3, C3, dSt, nk,
                      hs);
         }
     }
+    // Kt and Vt are done with: they take dK and dV row-major, (nk, hs).
+    transpose_block(Kt, hs, dKt, FA_B, hs, nk);
+    transpose_block(Vt, hs, dVt, FA_B, hs, nk);
     for (int c = 0; c < nk; c++) {
         float *dk = dqkv + ((size_t)b * T + k0 + c) * C3 + C + (size_t)h * hs, *dv = dk + C;
+        const float *gk = Kt + (size_t)c * hs, *gv = Vt + (size_t)c * hs;
+        #pragma omp simd
         for (int d = 0; d < hs; d++) {
-            dk[d] += dKt[(size_t)d * FA_B + c] * scale;
-            dv[d] += dVt[(size_t)d * FA_B + c];
+            dk[d] += gk[d] * scale;
+            dv[d] += gv[d];
         }
     }
 }
@@ -353,10 +389,7 @@ static void fa_backward_q_block(float *dqkv, const float *delta, const float *do
         if (k0 + nk - 1 > q0) mask_keys_by_query(dSt, nk, k0, q0, 0.0f);
         tile_xtw(dQt, K + (size_t)k0 * C3, C3, dSt, nk, hs);  // dQᵀ += Kᵀ dSᵀ
     }
-    for (int r = 0; r < nq; r++) {
-        float *dq = dqkv + ((size_t)b * T + q0 + r) * C3 + (size_t)h * hs;
-        for (int d = 0; d < hs; d++) dq[d] += dQt[(size_t)d * FA_B + r] * scale;
-    }
+    add_dq_rows(dqkv, Qt, dQt, b, h, q0, nq, T, C, hs, scale);
 }
 
 // One (b, h), the per-head schedule: every key block in turn, its dQ parts collected
@@ -365,18 +398,14 @@ static void fa_backward_head(float *dqkv, float *dq_acc, const float *delta, con
                              const float *qkv, const float *lse, int b, int h, int T, int C,
                              int NH) {
     const int hs = C / NH, nb = (T + FA_B - 1) / FA_B;
-    const size_t C3 = 3 * (size_t)C;
     const float scale = 1.0f / sqrtf((float)hs);
     for (size_t i = 0; i < (size_t)nb * hs * FA_B; i++) dq_acc[i] = 0.0f;
     for (int kb = 0; kb < nb; kb++)
         fa_backward_kv_block(dqkv, dq_acc, delta, dout, qkv, lse, b, h, kb, T, C, NH);
+    float dQ[hs * FA_B];
     for (int qb = 0; qb < nb; qb++) {
         const int q0 = qb * FA_B, nq = imin(FA_B, T - q0);
-        const float *dQt = dq_acc + (size_t)qb * hs * FA_B;
-        for (int r = 0; r < nq; r++) {
-            float *dq = dqkv + ((size_t)b * T + q0 + r) * C3 + (size_t)h * hs;
-            for (int d = 0; d < hs; d++) dq[d] += dQt[(size_t)d * FA_B + r] * scale;
-        }
+        add_dq_rows(dqkv, dQ, dq_acc + (size_t)qb * hs * FA_B, b, h, q0, nq, T, C, hs, scale);
     }
 }
 

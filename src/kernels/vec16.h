@@ -9,6 +9,8 @@
 // -march=native build on this project's machines) these are single instructions;
 // elsewhere a portable fallback in GCC vector extensions gives the same results up
 // to the rounding of a*b+c done in two steps. Internal to kernels/.
+#include <stddef.h>
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
@@ -21,6 +23,39 @@ static inline v16 v16_fma(v16 a, v16 b, v16 c) { return _mm512_fmadd_ps(a, b, c)
 // Keeps a loaded vector in a register: without it GCC folds the load into every FMA
 // that uses it, one 512-bit load per FMA, and the loop becomes load-bound.
 #define v16_keep(a) __asm__("" : "+v"(a))
+
+// dst[c·ldd + r] = src[r·lds + c] for a 16 × 16 block: in registers (unpack floats, then
+// pairs, then 128-bit lanes twice), instead of 256 scalar moves whose strided side
+// misses L1. Exact: data movement only.
+static inline void v16_transpose16(float *dst, size_t ldd, const float *src, size_t lds) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+        __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0x88);
+        t[4 + i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0xdd);
+        t[8 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0x88);
+        t[12 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
+        r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88);
+        r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xdd);
+    }
+    for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * ldd, r[i]);
+}
 
 #else
 
@@ -35,6 +70,11 @@ typedef float v16_unaligned __attribute__((vector_size(64), aligned(4), may_alia
 #define v16_set1(x) ((v16){0} + (float)(x))
 #define v16_fma(a, b, c) ((a) * (b) + (c))
 #define v16_keep(a) ((void)0)
+
+static inline void v16_transpose16(float *dst, size_t ldd, const float *src, size_t lds) {
+    for (size_t r = 0; r < 16; r++)
+        for (size_t c = 0; c < 16; c++) dst[c * ldd + r] = src[r * lds + c];
+}
 
 #endif
 
