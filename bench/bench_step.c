@@ -5,6 +5,7 @@
 // fp32 and fp16 (whose rounded operands run through the fp32 GEMM) are judged against
 // the AVX-512 FMA peak and the f32 GEMM; bf16 against the bf16 dot-product peak and the
 // bf16 GEMM.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,12 @@ static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
+
+// The limits the step is judged against, at its precision.
+static double instruction_peak(int bf16, int threads) {
+    return bf16 ? peak_bf16_gflops(threads, 1.5) : peak_fma_gflops(threads, 1.5);
+}
+static double gemm_rate(int bf16) { return peak_gemm_gflops(2048, 5, bf16 ? MATMUL_BF16 : MATMUL_FP32); }
 
 int main(int argc, char **argv) {
     const char *config = "configs/m1.json";
@@ -62,8 +69,7 @@ int main(int argc, char **argv) {
     }
     bg_threads_set(threads);
     int bf16 = prec == MATMUL_BF16;
-    double peak = bf16 ? peak_bf16_gflops(threads, 1.5) : peak_fma_gflops(threads, 1.5);
-    double gemm = peak_gemm_gflops(2048, 5, bf16 ? MATMUL_BF16 : MATMUL_FP32);
+    double peak = instruction_peak(bf16, threads), gemm = gemm_rate(bf16);
 
     model m;
     model_init(&m, &cfg, 1);
@@ -102,12 +108,8 @@ int main(int argc, char **argv) {
     // tenant's load during one measurement (seen: an FMA peak read at 185 instead of
     // ~225 GFLOP/s) would otherwise inflate the percentages below. The GEMM rate is left
     // alone while profiling, whose counters would take its calls in.
-    double peak_after = bf16 ? peak_bf16_gflops(threads, 1.5) : peak_fma_gflops(threads, 1.5);
-    if (peak_after > peak) peak = peak_after;
-    if (!gemm_profile) {
-        double gemm_after = peak_gemm_gflops(2048, 5, bf16 ? MATMUL_BF16 : MATMUL_FP32);
-        if (gemm_after > gemm) gemm = gemm_after;
-    }
+    peak = fmax(peak, instruction_peak(bf16, threads));
+    if (!gemm_profile) gemm = fmax(gemm, gemm_rate(bf16));
     qsort(times, steps, sizeof(double), cmp_double);
     double med = times[steps / 2];
     double flops = model_flops_per_token(&cfg, T) * N;

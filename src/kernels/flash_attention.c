@@ -272,19 +272,23 @@ void flash_attention_forward(float *out, float *lse, const float *qkv, int B, in
 
 // ---- backward ---------------------------------------------------------------------
 
-// dQ rows q0..q0+nq-1 of head h += scale · dQt (hs, FA_B) transposed, through dQ
-// ((nq, hs) workspace). Both backward schedules end with this, so they add the same
-// numbers the same way.
-static void add_dq_rows(float *dqkv, float *dQ, const float *dQt, int b, int h, int q0, int nq,
-                        int T, int C, int hs, float scale) {
-    const size_t C3 = 3 * (size_t)C;
-    transpose_block(dQ, hs, dQt, FA_B, hs, nq);
-    for (int r = 0; r < nq; r++) {
-        float *dq = dqkv + ((size_t)b * T + q0 + r) * C3 + (size_t)h * hs;
-        const float *g = dQ + (size_t)r * hs;
+// Rows 0..n-1 of dst (hs floats each, row stride ld) += scale · Gt (hs, FA_B) transposed,
+// through G ((n, hs) workspace): how every gradient tile (dQᵀ, dKᵀ, dVᵀ) reaches dqkv.
+// Both backward schedules end with it, so they add the same numbers the same way.
+static void add_transposed(float *dst, size_t ld, float *G, const float *Gt, int n, int hs,
+                           float scale) {
+    transpose_block(G, hs, Gt, FA_B, hs, n);
+    for (int r = 0; r < n; r++) {
+        float *y = dst + (size_t)r * ld;
+        const float *g = G + (size_t)r * hs;
         #pragma omp simd
-        for (int d = 0; d < hs; d++) dq[d] += g[d] * scale;
+        for (int d = 0; d < hs; d++) y[d] += g[d] * scale;
     }
+}
+
+// Head h's dQ slice of token t0 in dqkv (B,T,3C); its dK and dV follow at +C and +2C.
+static float *dq_rows(float *dqkv, int b, int h, int t0, int T, int C, int hs) {
+    return dqkv + ((size_t)b * T + t0) * 3 * (size_t)C + (size_t)h * hs;
 }
 
 // One (b, h, key block): dK and dV of keys k0..k0+nk-1, from every query at or after
@@ -331,25 +335,15 @@ static void fa_backward_kv_block(float *dqkv, float *dq_acc, const float *delta,
             // dQᵀ += Kᵀ dSᵀ. dS equals, bit for bit, the dSᵀ fa_backward_q_block
             // computes (the same products, sums and exps), and padded queries get 0
             // there too.
-            transpose_block(dSt, FA_B, dS, FA_B, nq, nk);
-            for (int c = 0; c < nk; c++)
-                for (int r = nq; r < FA_B; r++) dSt[(size_t)c * FA_B + r] = 0.0f;
+            pack_transposed(dSt, dS, FA_B, nq, nk);
             tile_xtw(dq_acc + (size_t)(q0 / FA_B) * hs * FA_B, K + (size_t)k0 * C3, C3, dSt, nk,
                      hs);
         }
     }
-    // Kt and Vt are done with: they take dK and dV row-major, (nk, hs).
-    transpose_block(Kt, hs, dKt, FA_B, hs, nk);
-    transpose_block(Vt, hs, dVt, FA_B, hs, nk);
-    for (int c = 0; c < nk; c++) {
-        float *dk = dqkv + ((size_t)b * T + k0 + c) * C3 + C + (size_t)h * hs, *dv = dk + C;
-        const float *gk = Kt + (size_t)c * hs, *gv = Vt + (size_t)c * hs;
-        #pragma omp simd
-        for (int d = 0; d < hs; d++) {
-            dk[d] += gk[d] * scale;
-            dv[d] += gv[d];
-        }
-    }
+    // Kt and Vt are done with: they take dK and dV row-major.
+    float *dk = dq_rows(dqkv, b, h, k0, T, C, hs) + C;
+    add_transposed(dk, C3, Kt, dKt, nk, hs, scale);
+    add_transposed(dk + C, C3, Vt, dVt, nk, hs, 1.0f);  // g·1 + y: the plain sum, exactly
 }
 
 // One (b, h, query block): dQ of queries q0..q0+nq-1 over keys 0..q0+nq-1, in the
@@ -389,7 +383,7 @@ static void fa_backward_q_block(float *dqkv, const float *delta, const float *do
         if (k0 + nk - 1 > q0) mask_keys_by_query(dSt, nk, k0, q0, 0.0f);
         tile_xtw(dQt, K + (size_t)k0 * C3, C3, dSt, nk, hs);  // dQᵀ += Kᵀ dSᵀ
     }
-    add_dq_rows(dqkv, Qt, dQt, b, h, q0, nq, T, C, hs, scale);
+    add_transposed(dq_rows(dqkv, b, h, q0, T, C, hs), C3, Qt, dQt, nq, hs, scale);
 }
 
 // One (b, h), the per-head schedule: every key block in turn, its dQ parts collected
@@ -405,7 +399,8 @@ static void fa_backward_head(float *dqkv, float *dq_acc, const float *delta, con
     float dQ[hs * FA_B];
     for (int qb = 0; qb < nb; qb++) {
         const int q0 = qb * FA_B, nq = imin(FA_B, T - q0);
-        add_dq_rows(dqkv, dQ, dq_acc + (size_t)qb * hs * FA_B, b, h, q0, nq, T, C, hs, scale);
+        add_transposed(dq_rows(dqkv, b, h, q0, T, C, hs), 3 * (size_t)C, dQ,
+                       dq_acc + (size_t)qb * hs * FA_B, nq, hs, scale);
     }
 }
 

@@ -34,11 +34,11 @@ size_t lmhead_workspace_floats(int chunk_rows, int C, int V) {
 // the rows × V values saves a third sweep over them. rowk (rows) writes k.
 static void xent_rows(float *losses, float *lse, float *rowk, float *logits, uint16_t *dl16,
                       matmul_precision p, const int *targets, float scale, int rows, int V) {
+    void *out = p == MATMUL_BF16 ? (void *)dl16 : (void *)logits;
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < rows; n++) {
-        float *x = logits + (size_t)n * V;
-        void *out = p == MATMUL_BF16 ? (void *)dl16 : (void *)logits;
         const size_t row0 = (size_t)n * V;
+        float *x = logits + row0;
         const int target = targets[n];
         BG_ASSERT(target >= 0 && target < V);
         float maxv = -FLT_MAX;
