@@ -13,7 +13,6 @@
 // of the dW product, which rereads and rewrites all of dW, V·C floats, once per chunk).
 #include "kernels/kernels.h"
 
-#include <float.h>
 #include <math.h>
 
 #include "core/error.h"
@@ -31,7 +30,9 @@ size_t lmhead_workspace_floats(int chunk_rows, int C, int V) {
 // added in double, as crossentropy.c) and stored in the GEMMs' operand format, over the
 // logits or into dl16 (bf16). The normalisation k = scale/sum is known only after the
 // second sweep; applying it to the GEMMs' small operand and result (rows × C) instead of
-// the rows × V values saves a third sweep over them. rowk (rows) writes k.
+// the rows × V values saves a third sweep over them. rowk (rows) writes k. The
+// exponentials are most of the time (perf: pipelining the next row's max sweep behind
+// them, with prefetches, changed nothing measurable).
 static void xent_rows(float *losses, float *lse, float *rowk, float *logits, uint16_t *dl16,
                       matmul_precision p, const int *targets, float scale, int rows, int V) {
     void *out = p == MATMUL_BF16 ? (void *)dl16 : (void *)logits;
@@ -41,20 +42,13 @@ static void xent_rows(float *losses, float *lse, float *rowk, float *logits, uin
         float *x = logits + row0;
         const int target = targets[n];
         BG_ASSERT(target >= 0 && target < V);
-        float maxv = -FLT_MAX;
-        #pragma omp simd reduction(max : maxv)
-        for (int v = 0; v < V; v++) maxv = x[v] > maxv ? x[v] : maxv;
+        const float maxv = bg_max_f32(x, V);
         const float x_target = x[target];
         double sum = 0.0;
         for (int v0 = 0; v0 < V; v0 += XENT_CHUNK) {
             const int m = V - v0 < XENT_CHUNK ? V - v0 : XENT_CHUNK;
-            float e[XENT_CHUNK], part = 0.0f;
-            #pragma omp simd reduction(+ : part)
-            for (int v = 0; v < m; v++) {
-                e[v] = bg_expf(x[v0 + v] - maxv);
-                part += e[v];
-            }
-            sum += part;
+            float e[XENT_CHUNK];
+            sum += bg_exp_shifted_sum(e, x + v0, maxv, m);
             operand_store(out, row0 + (size_t)v0, e, (size_t)m, p);  // over x: read already
         }
         const float l = maxv + (float)log(sum);
