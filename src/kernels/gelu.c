@@ -12,6 +12,42 @@
 // Values per block: 4 KiB of floats, in L1 between the compute and the store.
 enum { GELU_BLOCK = 1024 };
 
+#if defined(__AVX512F__)
+// The same formulas on 16 lanes (bg_tanhf16: no division). Values agree with the
+// scalar loops, which finish a block's last n % 16 values, to about 3e-7.
+static inline __m512 gelu_u16(__m512 x) {
+    const __m512 x3c = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(GELU_CUBIC), x), _mm512_mul_ps(x, x));
+    return _mm512_mul_ps(_mm512_set1_ps(GELU_SCALE), _mm512_add_ps(x, x3c));
+}
+
+static size_t gelu_forward16(float *y, const float *in, size_t m) {
+    size_t i = 0;
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    for (; i + 16 <= m; i += 16) {
+        const __m512 x = _mm512_loadu_ps(in + i);
+        const __m512 t = bg_tanhf16(gelu_u16(x));
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, t)));
+    }
+    return i;
+}
+
+static size_t gelu_backward16(float *g, const float *in, const float *dy, size_t m) {
+    size_t i = 0;
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    const __m512 c3 = _mm512_set1_ps(3.0f * GELU_CUBIC), sc = _mm512_set1_ps(GELU_SCALE);
+    for (; i + 16 <= m; i += 16) {
+        const __m512 x = _mm512_loadu_ps(in + i);
+        const __m512 t = bg_tanhf16(gelu_u16(x));
+        const __m512 du_dx = _mm512_mul_ps(sc, _mm512_fmadd_ps(_mm512_mul_ps(c3, x), x, one));
+        const __m512 sech2 = _mm512_fnmadd_ps(t, t, one);  // 1 - t²
+        const __m512 grad = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(half, x), sech2), du_dx,
+                                            _mm512_mul_ps(half, _mm512_add_ps(one, t)));
+        _mm512_storeu_ps(g + i, _mm512_mul_ps(grad, _mm512_loadu_ps(dy + i)));
+    }
+    return i;
+}
+#endif
+
 // inp (n) floats; out (n) rounded, writes
 void gelu_forward(void *out, matmul_precision p, const float *inp, size_t n) {
     const size_t blocks = (n + GELU_BLOCK - 1) / GELU_BLOCK;
@@ -20,8 +56,12 @@ void gelu_forward(void *out, matmul_precision p, const float *inp, size_t n) {
         const size_t i0 = b * GELU_BLOCK, m = n - i0 < GELU_BLOCK ? n - i0 : GELU_BLOCK;
         const float *in = inp + i0;
         float y[GELU_BLOCK];
+        size_t i0v = 0;
+#if defined(__AVX512F__)
+        i0v = gelu_forward16(y, in, m);
+#endif
         #pragma omp simd
-        for (size_t i = 0; i < m; i++) {
+        for (size_t i = i0v; i < m; i++) {
             const float x = in[i];
             const float u = GELU_SCALE * (x + GELU_CUBIC * x * x * x);
             y[i] = 0.5f * x * (1.0f + bg_tanhf(u));
@@ -38,8 +78,12 @@ void gelu_backward(void *dinp, matmul_precision p, const float *dout, const floa
         const size_t i0 = b * GELU_BLOCK, m = n - i0 < GELU_BLOCK ? n - i0 : GELU_BLOCK;
         const float *in = inp + i0, *dy = dout + i0;
         float g[GELU_BLOCK];
+        size_t i0v = 0;
+#if defined(__AVX512F__)
+        i0v = gelu_backward16(g, in, dy, m);
+#endif
         #pragma omp simd
-        for (size_t i = 0; i < m; i++) {
+        for (size_t i = i0v; i < m; i++) {
             const float x = in[i];
             const float u = GELU_SCALE * (x + GELU_CUBIC * x * x * x);
             const float t = bg_tanhf(u);

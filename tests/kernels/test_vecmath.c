@@ -2,7 +2,7 @@
 // double-precision exp over its range and at its clamps; bg_exp_shifted_sum (16 lanes at
 // a time where the CPU has AVX-512) value for value equal to bg_expf, its sum close to
 // the exact one, at lengths with and without a tail; bg_max_f32 exact at every length
-// and with the maximum at either end.
+// and with the maximum at either end; bg_tanhf16 against tanh.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,8 +66,27 @@ static void check_max(int n) {
     free(x);
 }
 
+// bg_tanhf16 (AVX-512 builds): absolute error against tanh in double, over the range
+// where it bends and far into both saturated tails.
+static void check_tanh16(void) {
+#if defined(__AVX512F__)
+    double worst = 0, worst_u = 0;
+    float u[16], t[16];
+    for (float u0 = -60.0f; u0 <= 60.0f; u0 += 16 * 0.000731f) {
+        for (int j = 0; j < 16; j++) u[j] = u0 + j * 0.000731f;
+        _mm512_storeu_ps(t, bg_tanhf16(_mm512_loadu_ps(u)));
+        for (int j = 0; j < 16; j++) {
+            const double err = fabs(t[j] - tanh((double)u[j]));
+            if (err > worst) worst = err, worst_u = u[j];
+        }
+    }
+    TU_CHECK(worst < 3e-7, "bg_tanhf16: absolute error %.3g at u = %.6g (limit 3e-7)", worst, worst_u);
+#endif
+}
+
 int main(void) {
     check_expf_accuracy();
+    check_tanh16();
     const int lengths[] = {0, 1, 15, 16, 17, 63, 64, 65, 1024, 1107};
     for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
         check_shifted_sum(lengths[i]);
