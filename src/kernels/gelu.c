@@ -4,6 +4,8 @@
 // activation or its gradient is written to memory and read back for rounding.
 #include "kernels/kernels.h"
 
+#include <omp.h>
+
 #include "kernels/vecmath.h"
 
 #define GELU_SCALE 0.7978845608028654f  // √(2/π)
@@ -48,11 +50,10 @@ static size_t gelu_backward16(float *g, const float *in, const float *dy, size_t
 }
 #endif
 
-// inp (n) floats; out (n) rounded, writes
-void gelu_forward(void *out, matmul_precision p, const float *inp, size_t n) {
-    const size_t blocks = (n + GELU_BLOCK - 1) / GELU_BLOCK;
-    #pragma omp parallel for schedule(static)
-    for (size_t b = 0; b < blocks; b++) {
+// Blocks b0..b1-1 of the forward.
+static void gelu_forward_blocks(void *out, matmul_precision p, const float *inp, size_t n,
+                                size_t b0, size_t b1) {
+    for (size_t b = b0; b < b1; b++) {
         const size_t i0 = b * GELU_BLOCK, m = n - i0 < GELU_BLOCK ? n - i0 : GELU_BLOCK;
         const float *in = inp + i0;
         float y[GELU_BLOCK];
@@ -70,11 +71,10 @@ void gelu_forward(void *out, matmul_precision p, const float *inp, size_t n) {
     }
 }
 
-// dout, inp (n) floats; dinp (n) rounded, WRITES
-void gelu_backward(void *dinp, matmul_precision p, const float *dout, const float *inp, size_t n) {
-    const size_t blocks = (n + GELU_BLOCK - 1) / GELU_BLOCK;
-    #pragma omp parallel for schedule(static)
-    for (size_t b = 0; b < blocks; b++) {
+// Blocks b0..b1-1 of the backward.
+static void gelu_backward_blocks(void *dinp, matmul_precision p, const float *dout,
+                                 const float *inp, size_t n, size_t b0, size_t b1) {
+    for (size_t b = b0; b < b1; b++) {
         const size_t i0 = b * GELU_BLOCK, m = n - i0 < GELU_BLOCK ? n - i0 : GELU_BLOCK;
         const float *in = inp + i0, *dy = dout + i0;
         float g[GELU_BLOCK];
@@ -93,4 +93,29 @@ void gelu_backward(void *dinp, matmul_precision p, const float *dout, const floa
         }
         operand_store(dinp, i0, g, m, p);
     }
+}
+
+// Inside a parallel region (a concurrent expert) on the calling thread alone: a nested
+// team gains nothing and libgomp allocates every one.
+
+// inp (n) floats; out (n) rounded, writes
+void gelu_forward(void *out, matmul_precision p, const float *inp, size_t n) {
+    const size_t blocks = (n + GELU_BLOCK - 1) / GELU_BLOCK;
+    if (omp_in_parallel()) {
+        gelu_forward_blocks(out, p, inp, n, 0, blocks);
+        return;
+    }
+    #pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < blocks; b++) gelu_forward_blocks(out, p, inp, n, b, b + 1);
+}
+
+// dout, inp (n) floats; dinp (n) rounded, WRITES
+void gelu_backward(void *dinp, matmul_precision p, const float *dout, const float *inp, size_t n) {
+    const size_t blocks = (n + GELU_BLOCK - 1) / GELU_BLOCK;
+    if (omp_in_parallel()) {
+        gelu_backward_blocks(dinp, p, dout, inp, n, 0, blocks);
+        return;
+    }
+    #pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < blocks; b++) gelu_backward_blocks(dinp, p, dout, inp, n, b, b + 1);
 }

@@ -75,6 +75,14 @@ void *matmul_bf16_dout_buffer(size_t n);
 void matmul_forward_fp32(float *out, const float *inp, const float *weight, int M, int K, int N);
 void matmul_backward_fp32(float *dinp, float *dweight, const float *dout, const float *inp,
                           const float *weight, int M, int K, int N);
+// Concurrent GEMMs: matmul_forward/backward may be called from the threads of a parallel
+// region (at most MATMUL_MAX_CONCURRENT threads), each call then running on its thread
+// alone. matmul_concurrent(tasks): whether `tasks` independent GEMM chains are better
+// run that way, one per thread, than one after the other with every GEMM threaded:
+// outside a parallel region, with 2..MATMUL_MAX_CONCURRENT threads and at least two
+// tasks per thread.
+enum { MATMUL_MAX_CONCURRENT = 64 };
+int matmul_concurrent(int tasks);
 // Releases cached primitives and operand buffers (end of program; keeps leak checkers quiet).
 void matmul_cache_clear(void);
 // Primitives created since the start (a steady-state step must create none).

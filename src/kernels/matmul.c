@@ -17,6 +17,12 @@
 // AVX-512 the two are within noise of each other for the model's shapes, the
 // runtime one faster on the largest (the LM head), so there is no fixed-M path.
 //
+// Concurrent calls: GEMMs may also be issued from the threads of a parallel region,
+// each then running on its own thread (oneDNN runs single-threaded inside one): the
+// routed experts do, one expert per thread, which beats threading each small GEMM
+// (matmul_concurrent). Everything a call binds (memory objects, stream, rounded
+// operands) is per thread; the shared tables change under one lock.
+//
 // Mixed precision (matmul_set_precision): operands are rounded into buffers kept
 // between calls (never allocated in the steady state), the output stays fp32. A weight
 // is rounded once per pass, not once per GEMM that reads it: the forward, the backward
@@ -48,16 +54,22 @@ enum gemm_kind { GEMM_FWD, GEMM_BWD_DATA, GEMM_BWD_WEIGHTS, GEMM_BWD_DATA_SET };
 
 // A model has a handful of (K,N) per kind; room for several models at once.
 enum { GEMM_CACHE_SIZE = 64 };
+// Threads that may call at once (matmul_concurrent).
+enum { GEMM_MAX_THREADS = MATMUL_MAX_CONCURRENT };
+
+// Memory objects carry concrete dims, so they are remade only when M changes; a steady
+// M (every dense layer) runs without any allocation. One set per calling thread.
+typedef struct {
+    dnnl_memory_t a, b, c;
+    int64_t mem_M;
+} gemm_binding;
 
 typedef struct {
     int used;
     int kind, K, N;
     dnnl_data_type_t dt;  // of both inputs; the output is always f32
     dnnl_primitive_t prim;
-    // Memory objects carry concrete dims, so they are remade only when M changes;
-    // a steady M (every dense layer) runs without any allocation.
-    dnnl_memory_t a, b, c;
-    int64_t mem_M;
+    gemm_binding bind[GEMM_MAX_THREADS];
     uint64_t last_use;
     // matmul_profile: time and work of this entry's calls
     long calls;
@@ -68,7 +80,19 @@ static gemm_entry g_cache[GEMM_CACHE_SIZE];
 static int g_profiling;
 static uint64_t g_clock;
 static dnnl_engine_t g_engine;
-static dnnl_stream_t g_stream;
+static dnnl_stream_t g_streams[GEMM_MAX_THREADS];
+
+// The calling thread's slot: its number in a parallel region, else 0.
+static int gemm_thread(void) {
+    const int t = omp_in_parallel() ? omp_get_thread_num() : 0;
+    BG_ASSERT(t < GEMM_MAX_THREADS);
+    return t;
+}
+
+int matmul_concurrent(int tasks) {
+    const int t = omp_get_max_threads();
+    return !omp_in_parallel() && t > 1 && t <= GEMM_MAX_THREADS && tasks >= 2 * t;
+}
 
 // Shapes and strides of the operands A(m,k) · B(k,n) → C(m,n) of one kind.
 // M (possibly DNNL_RUNTIME_DIM_VAL) never enters a stride, so one primitive
@@ -105,10 +129,11 @@ static gemm_layout gemm_layout_of(int kind, int64_t M, int64_t K, int64_t N) {
     return l;
 }
 
-static void gemm_engine_init(void) {
-    if (g_engine) return;
-    DNNL_CHECK(dnnl_engine_create(&g_engine, dnnl_cpu, 0));
-    DNNL_CHECK(dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags));
+// Under the lock.
+static dnnl_stream_t gemm_stream(int t) {
+    if (!g_engine) DNNL_CHECK(dnnl_engine_create(&g_engine, dnnl_cpu, 0));
+    if (!g_streams[t]) DNNL_CHECK(dnnl_stream_create(&g_streams[t], g_engine, dnnl_stream_default_flags));
+    return g_streams[t];
 }
 
 static long g_primitives_created;
@@ -143,36 +168,38 @@ static dnnl_primitive_t gemm_primitive_create(int kind, dnnl_data_type_t dt, int
     return prim;
 }
 
-static void gemm_entry_free_memory(gemm_entry *e) {
-    if (e->a) DNNL_CHECK(dnnl_memory_destroy(e->a));
-    if (e->b) DNNL_CHECK(dnnl_memory_destroy(e->b));
-    if (e->c) DNNL_CHECK(dnnl_memory_destroy(e->c));
-    e->a = e->b = e->c = NULL;
-    e->mem_M = -1;
+static void gemm_binding_free(gemm_binding *g) {
+    if (g->a) DNNL_CHECK(dnnl_memory_destroy(g->a));
+    if (g->b) DNNL_CHECK(dnnl_memory_destroy(g->b));
+    if (g->c) DNNL_CHECK(dnnl_memory_destroy(g->c));
+    g->a = g->b = g->c = NULL;
+    g->mem_M = -1;
 }
 
 static void gemm_entry_free(gemm_entry *e) {
-    gemm_entry_free_memory(e);
+    for (int t = 0; t < GEMM_MAX_THREADS; t++) gemm_binding_free(&e->bind[t]);
     if (e->prim) DNNL_CHECK(dnnl_primitive_destroy(e->prim));
     memset(e, 0, sizeof *e);
 }
 
-static void gemm_entry_bind_memory(gemm_entry *e, int64_t M) {
-    if (e->mem_M == M) return;
-    gemm_entry_free_memory(e);
+static gemm_binding *gemm_entry_bind_memory(gemm_entry *e, int t, int64_t M) {
+    gemm_binding *g = &e->bind[t];
+    if (g->mem_M == M) return g;
+    gemm_binding_free(g);
     gemm_layout l = gemm_layout_of(e->kind, M, e->K, e->N);
     dnnl_memory_desc_t a_md, b_md, c_md;
     DNNL_CHECK(dnnl_memory_desc_init_by_strides(&a_md, 2, l.a_dims, e->dt, l.a_strides));
     DNNL_CHECK(dnnl_memory_desc_init_by_strides(&b_md, 2, l.b_dims, e->dt, l.b_strides));
     DNNL_CHECK(dnnl_memory_desc_init_by_strides(&c_md, 2, l.c_dims, dnnl_f32, l.c_strides));
-    DNNL_CHECK(dnnl_memory_create(&e->a, &a_md, g_engine, DNNL_MEMORY_NONE));
-    DNNL_CHECK(dnnl_memory_create(&e->b, &b_md, g_engine, DNNL_MEMORY_NONE));
-    DNNL_CHECK(dnnl_memory_create(&e->c, &c_md, g_engine, DNNL_MEMORY_NONE));
-    e->mem_M = M;
+    DNNL_CHECK(dnnl_memory_create(&g->a, &a_md, g_engine, DNNL_MEMORY_NONE));
+    DNNL_CHECK(dnnl_memory_create(&g->b, &b_md, g_engine, DNNL_MEMORY_NONE));
+    DNNL_CHECK(dnnl_memory_create(&g->c, &c_md, g_engine, DNNL_MEMORY_NONE));
+    g->mem_M = M;
+    return g;
 }
 
-// Finds or makes the primitive for this shape. Linear scan: the table is small
-// and the scan is nothing next to the GEMM.
+// Finds or makes the primitive for this shape, under the lock. Linear scan: the table
+// is small and the scan is nothing next to the GEMM.
 static gemm_entry *gemm_lookup(int kind, dnnl_data_type_t dt, int K, int N) {
     gemm_entry *free_slot = NULL, *oldest = NULL;
     for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
@@ -185,39 +212,49 @@ static gemm_entry *gemm_lookup(int kind, dnnl_data_type_t dt, int K, int N) {
         if (!oldest || e->last_use < oldest->last_use) oldest = e;
     }
     // A full table evicts the least recently used entry; the only cost is
-    // re-creating it if that shape comes back.
+    // re-creating it if that shape comes back. Not while other threads may be using it.
+    BG_ASSERT(free_slot || !omp_in_parallel());
     gemm_entry *e = free_slot ? free_slot : oldest;
     if (!free_slot) gemm_entry_free(e);
     e->used = 1;
     e->kind = kind, e->dt = dt, e->K = K, e->N = N;
     e->prim = gemm_primitive_create(kind, dt, K, N);
-    e->a = e->b = e->c = NULL;
-    e->mem_M = -1;
+    for (int t = 0; t < GEMM_MAX_THREADS; t++) e->bind[t] = (gemm_binding){NULL, NULL, NULL, -1};
     return e;
 }
 
 static void gemm_run(int kind, dnnl_data_type_t dt, float *c, const void *a, const void *b,
                      int M, int K, int N) {
-    // The cache and the bound memory objects are not locked: GEMMs are issued from
-    // the main thread and oneDNN parallelises inside with the shared OpenMP pool.
-    BG_ASSERT(!omp_in_parallel());
+    // From the main thread oneDNN parallelises inside with the shared OpenMP pool;
+    // from a thread of a parallel region it runs on that thread alone.
     BG_ASSERT(M >= 0 && K > 0 && N > 0);
-    gemm_engine_init();
-    gemm_entry *e = gemm_lookup(kind, dt, K, N);
-    e->last_use = ++g_clock;
-    gemm_entry_bind_memory(e, M);
-    DNNL_CHECK(dnnl_memory_set_data_handle(e->a, (void *)a));
-    DNNL_CHECK(dnnl_memory_set_data_handle(e->b, (void *)b));
-    DNNL_CHECK(dnnl_memory_set_data_handle(e->c, c));
+    const int t = gemm_thread();
+    gemm_entry *e;
+    dnnl_stream_t stream;
+    gemm_binding *g;
+    #pragma omp critical(bg_matmul)
+    {
+        stream = gemm_stream(t);
+        e = gemm_lookup(kind, dt, K, N);
+        e->last_use = ++g_clock;
+        g = gemm_entry_bind_memory(e, t, M);
+    }
+    DNNL_CHECK(dnnl_memory_set_data_handle(g->a, (void *)a));
+    DNNL_CHECK(dnnl_memory_set_data_handle(g->b, (void *)b));
+    DNNL_CHECK(dnnl_memory_set_data_handle(g->c, c));
     dnnl_exec_arg_t args[3] = {
-        {DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+        {DNNL_ARG_SRC, g->a}, {DNNL_ARG_WEIGHTS, g->b}, {DNNL_ARG_DST, g->c}};
     double t0 = g_profiling ? bg_now() : 0;
-    DNNL_CHECK(dnnl_primitive_execute(e->prim, g_stream, 3, args));
-    DNNL_CHECK(dnnl_stream_wait(g_stream));
+    DNNL_CHECK(dnnl_primitive_execute(e->prim, stream, 3, args));
+    DNNL_CHECK(dnnl_stream_wait(stream));
     if (g_profiling) {
-        e->calls++;
-        e->seconds += bg_now() - t0;
-        e->flops += 2.0 * M * K * N;
+        const double dt_s = bg_now() - t0, fl = 2.0 * M * K * N;
+        #pragma omp critical(bg_matmul)
+        {
+            e->calls++;
+            e->seconds += dt_s;
+            e->flops += fl;
+        }
     }
 }
 
@@ -295,11 +332,11 @@ static void *grow_buf_get(grow_buf *g, size_t bytes) {
 
 // Activations: one buffer per operand role of a call.
 enum { OPERAND_A, OPERAND_B, OPERAND_COUNT };
-static grow_buf g_operands[OPERAND_COUNT];
+static grow_buf g_operands[GEMM_MAX_THREADS][OPERAND_COUNT];
 
 static const void *activation_operand(int slot, const float *x, size_t n) {
     if (g_precision == MATMUL_FP32) return x;
-    void *buf = grow_buf_get(&g_operands[slot], operand_bytes(g_precision, n));
+    void *buf = grow_buf_get(&g_operands[gemm_thread()][slot], operand_bytes(g_precision, n));
     operand_round(g_precision, buf, x, n);
     return buf;
 }
@@ -325,8 +362,9 @@ void matmul_weights_changed(void) {
     for (int i = 0; i < g_n_weights; i++) g_weights[i].valid = 0;
 }
 
-static const void *weight_operand(const float *w, size_t n) {
-    if (g_precision == MATMUL_FP32) return w;
+// Under the lock: concurrent callers round different weights, or wait for the first
+// to round a shared one.
+static const void *weight_operand_locked(const float *w, size_t n) {
     weight_copy *wc = NULL;
     for (int i = 0; i < g_n_weights && !wc; i++)
         if (g_weights[i].src == w) wc = &g_weights[i];
@@ -345,6 +383,14 @@ static const void *weight_operand(const float *w, size_t n) {
         wc->n = n, wc->p = g_precision, wc->valid = 1;
     }
     return wc->buf.data;
+}
+
+static const void *weight_operand(const float *w, size_t n) {
+    if (g_precision == MATMUL_FP32) return w;
+    const void *r;
+    #pragma omp critical(bg_matmul)
+    r = weight_operand_locked(w, n);
+    return r;
 }
 
 // ---- the three GEMMs ------------------------------------------------------------
@@ -391,7 +437,7 @@ void matmul_backward(float *dinp, float *dweight, const float *dout, const float
 
 void *matmul_bf16_dout_buffer(size_t n) {
     if (g_precision != MATMUL_BF16) return NULL;
-    return grow_buf_get(&g_operands[OPERAND_A], operand_bytes(MATMUL_BF16, n));
+    return grow_buf_get(&g_operands[gemm_thread()][OPERAND_A], operand_bytes(MATMUL_BF16, n));
 }
 
 void matmul_forward_fp32(float *out, const float *inp, const float *weight, int M, int K, int N) {
@@ -412,15 +458,17 @@ void matmul_backward_fp32(float *dinp, float *dweight, const float *dout, const 
 void matmul_cache_clear(void) {
     for (int i = 0; i < GEMM_CACHE_SIZE; i++)
         if (g_cache[i].used) gemm_entry_free(&g_cache[i]);
-    for (int i = 0; i < OPERAND_COUNT; i++) free(g_operands[i].data);
+    for (int t = 0; t < GEMM_MAX_THREADS; t++)
+        for (int i = 0; i < OPERAND_COUNT; i++) free(g_operands[t][i].data);
     memset(g_operands, 0, sizeof g_operands);
     for (int i = 0; i < g_n_weights; i++) free(g_weights[i].buf.data);
     free(g_weights);
     g_weights = NULL;
     g_n_weights = g_cap_weights = 0;
-    if (g_stream) DNNL_CHECK(dnnl_stream_destroy(g_stream));
+    for (int t = 0; t < GEMM_MAX_THREADS; t++)
+        if (g_streams[t]) DNNL_CHECK(dnnl_stream_destroy(g_streams[t]));
+    memset(g_streams, 0, sizeof g_streams);
     if (g_engine) DNNL_CHECK(dnnl_engine_destroy(g_engine));
-    g_stream = NULL;
     g_engine = NULL;
     g_clock = 0;
 }

@@ -3,16 +3,18 @@
 // time computed in fp32 on the stack and stored rounded, as in gelu.c.
 #include "kernels/kernels.h"
 
+#include <omp.h>
+
 #include "kernels/vecmath.h"
 
 enum { SWIGLU_BLOCK = 1024 };  // columns per block: 4 KiB of floats, in L1
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
-// inp (N,2F) rows [gate | up] floats; out (N,F) rounded, writes
-void swiglu_forward(void *out, matmul_precision p, const float *inp, int N, int F) {
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
+// Rows n0..n1-1 of the forward.
+static void swiglu_forward_rows(void *out, matmul_precision p, const float *inp, int F, int n0,
+                                int n1) {
+    for (int n = n0; n < n1; n++) {
         const float *gate = inp + (size_t)n * 2 * F, *up = gate + F;
         for (int f0 = 0; f0 < F; f0 += SWIGLU_BLOCK) {
             const int m = imin(SWIGLU_BLOCK, F - f0);
@@ -24,11 +26,10 @@ void swiglu_forward(void *out, matmul_precision p, const float *inp, int N, int 
     }
 }
 
-// dout (N,F), inp (N,2F) floats; dinp (N,2F) rounded, WRITES
-void swiglu_backward(void *dinp, matmul_precision p, const float *dout, const float *inp, int N,
-                     int F) {
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
+// Rows n0..n1-1 of the backward.
+static void swiglu_backward_rows(void *dinp, matmul_precision p, const float *dout,
+                                 const float *inp, int F, int n0, int n1) {
+    for (int n = n0; n < n1; n++) {
         const float *gate = inp + (size_t)n * 2 * F, *up = gate + F;
         const float *dy = dout + (size_t)n * F;
         for (int f0 = 0; f0 < F; f0 += SWIGLU_BLOCK) {
@@ -45,4 +46,28 @@ void swiglu_backward(void *dinp, matmul_precision p, const float *dout, const fl
             operand_store(dinp, (size_t)n * 2 * F + F + f0, du, (size_t)m, p);
         }
     }
+}
+
+// Inside a parallel region (a concurrent expert) on the calling thread alone: a nested
+// team gains nothing and libgomp allocates every one.
+
+// inp (N,2F) rows [gate | up] floats; out (N,F) rounded, writes
+void swiglu_forward(void *out, matmul_precision p, const float *inp, int N, int F) {
+    if (omp_in_parallel()) {
+        swiglu_forward_rows(out, p, inp, F, 0, N);
+        return;
+    }
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) swiglu_forward_rows(out, p, inp, F, n, n + 1);
+}
+
+// dout (N,F), inp (N,2F) floats; dinp (N,2F) rounded, WRITES
+void swiglu_backward(void *dinp, matmul_precision p, const float *dout, const float *inp, int N,
+                     int F) {
+    if (omp_in_parallel()) {
+        swiglu_backward_rows(dinp, p, dout, inp, F, 0, N);
+        return;
+    }
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) swiglu_backward_rows(dinp, p, dout, inp, F, n, n + 1);
 }

@@ -9,6 +9,7 @@
 // everything outside them must be zero, and no GEMM primitive may be created
 // during the steady state (expert GEMMs change their row count every step).
 #include <dlfcn.h>
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,9 +24,23 @@ extern void *__libc_memalign(size_t, size_t);
 
 static volatile int counting = 0;
 static volatile long allocations = 0, in_gemm_allocations = 0, gemm_calls = 0;
-// Global, not thread-local: oneDNN allocates on its worker threads too, and no
-// other code of ours runs while a GEMM call is in progress.
-static volatile int in_gemm = 0;
+// A GEMM called outside a parallel region runs on the whole OpenMP team, and oneDNN
+// allocates on its worker threads too: while one runs (serial_gemms > 0), every
+// allocation is oneDNN's, as no other code of ours runs then. GEMMs called from the
+// threads of a parallel region (concurrent experts) run on their thread alone, while
+// other threads run other code: there the calling thread's flag decides.
+static volatile int serial_gemms = 0;
+static _Thread_local int in_gemm_here = 0;
+#define in_gemm (serial_gemms > 0 || in_gemm_here)
+
+static void gemm_enter(void) {
+    if (omp_in_parallel()) in_gemm_here = 1;
+    else serial_gemms = 1;
+}
+static void gemm_leave(void) {
+    if (omp_in_parallel()) in_gemm_here = 0;
+    else serial_gemms = 0;
+}
 
 #define COUNT()                                                                        \
     do {                                                                               \
@@ -40,20 +55,20 @@ static volatile int in_gemm = 0;
 #define WRAP_FORWARD(name)                                                                \
     void __real_##name(float *, const float *, const float *, int, int, int);             \
     void __wrap_##name(float *out, const float *inp, const float *w, int M, int K, int N) { \
-        in_gemm = 1;                                                                      \
-        if (counting) gemm_calls++;                                                       \
+        gemm_enter();                                                                      \
+        if (counting) __atomic_add_fetch(&gemm_calls, 1, __ATOMIC_RELAXED);                                                       \
         __real_##name(out, inp, w, M, K, N);                                              \
-        in_gemm = 0;                                                                      \
+        gemm_leave();                                                                      \
     }
 #define WRAP_BACKWARD(name, dout_type)                                                    \
     void __real_##name(float *, float *, dout_type, const float *, const float *, int, int, \
                        int);                                                              \
     void __wrap_##name(float *dinp, float *dw, dout_type dout, const float *inp,           \
                        const float *w, int M, int K, int N) {                             \
-        in_gemm = 1;                                                                      \
-        if (counting) gemm_calls++;                                                       \
+        gemm_enter();                                                                      \
+        if (counting) __atomic_add_fetch(&gemm_calls, 1, __ATOMIC_RELAXED);                                                       \
         __real_##name(dinp, dw, dout, inp, w, M, K, N);                                   \
-        in_gemm = 0;                                                                      \
+        gemm_leave();                                                                      \
     }
 WRAP_FORWARD(matmul_forward)
 WRAP_FORWARD(matmul_forward_fp32)  // the router's GEMMs, always fp32
@@ -62,19 +77,19 @@ WRAP_BACKWARD(matmul_backward_fp32, const float *)
 // The operand forms, which the FFN and the fused LM head call directly.
 void __real_matmul_forward_op(float *, matmul_operand, const float *, int, int, int);
 void __wrap_matmul_forward_op(float *out, matmul_operand inp, const float *w, int M, int K, int N) {
-    in_gemm = 1;
-    if (counting) gemm_calls++;
+    gemm_enter();
+    if (counting) __atomic_add_fetch(&gemm_calls, 1, __ATOMIC_RELAXED);
     __real_matmul_forward_op(out, inp, w, M, K, N);
-    in_gemm = 0;
+    gemm_leave();
 }
 void __real_matmul_backward_op(float *, matmul_store, float *, matmul_operand, matmul_operand,
                                const float *, int, int, int);
 void __wrap_matmul_backward_op(float *dinp, matmul_store st, float *dw, matmul_operand dout,
                                matmul_operand inp, const float *w, int M, int K, int N) {
-    in_gemm = 1;
-    if (counting) gemm_calls++;
+    gemm_enter();
+    if (counting) __atomic_add_fetch(&gemm_calls, 1, __ATOMIC_RELAXED);
     __real_matmul_backward_op(dinp, st, dw, dout, inp, w, M, K, N);
-    in_gemm = 0;
+    gemm_leave();
 }
 
 void *malloc(size_t n) {
