@@ -47,6 +47,10 @@ static void xent_rows(float *losses, float *lse, float *rowk, float *logits, uin
         double sum = 0.0;
         for (int v0 = 0; v0 < V; v0 += XENT_CHUNK) {
             const int m = V - v0 < XENT_CHUNK ? V - v0 : XENT_CHUNK;
+            if (p == MATMUL_BF16) {
+                sum += bg_exp_shifted_sum_bf16(dl16 + row0 + v0, x + v0, maxv, m);
+                continue;
+            }
             float e[XENT_CHUNK];
             sum += bg_exp_shifted_sum(e, x + v0, maxv, m);
             operand_store(out, row0 + (size_t)v0, e, (size_t)m, p);  // over x: read already

@@ -1,13 +1,15 @@
 // The vectorisable exp and its row helpers (kernels/vecmath.h): bg_expf against
 // double-precision exp over its range and at its clamps; bg_exp_shifted_sum (16 lanes at
 // a time where the CPU has AVX-512) value for value equal to bg_expf, its sum close to
-// the exact one, at lengths with and without a tail; bg_max_f32 exact at every length
-// and with the maximum at either end; bg_tanhf16 against tanh.
+// the exact one, and its bf16 form (bg_exp_shifted_sum_bf16) equal to bg_f32_to_bf16 of
+// those values, at lengths with and without a tail; bg_max_f32 exact at every length and
+// with the maximum at either end; bg_tanhf16 against tanh.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "kernels/vecmath.h"
 #include "test_util.h"
 
@@ -42,6 +44,18 @@ static void check_shifted_sum(int n) {
     }
     TU_CHECK(bad == 0, "bg_exp_shifted_sum n=%d: %d values differ from bg_expf", n, bad);
 
+    // The bf16 form: each value bg_f32_to_bf16 of bg_expf's (NaN lanes included), the sum
+    // that of the unrounded values.
+    uint16_t *h = malloc(sizeof(uint16_t) * (n + 1));
+    const float s16 = bg_exp_shifted_sum_bf16(h, x, shift, n), s32 = bg_exp_shifted_sum(e, x, shift, n);
+    bad = 0;
+    for (int i = 0; i < n; i++) bad += h[i] != bg_f32_to_bf16(bg_expf(x[i] - shift));
+    TU_CHECK(bad == 0, "bg_exp_shifted_sum_bf16 n=%d: %d values differ from bf16(bg_expf)", n, bad);
+    TU_CHECK(n > 3 ? isnan(s16) && isnan(s32) : fabs(s16 - s32) <= 1e-6 * fabs(s32),
+             "bg_exp_shifted_sum_bf16 n=%d: sum %.9g, bg_exp_shifted_sum's %.9g", n, (double)s16,
+             (double)s32);
+    free(h);
+
     // The sum, on values in the range of a softmax row.
     for (int i = 0; i < n; i++) x[i] = (float)(tu_uniform() * 10.0 - 5.0);
     const float got = bg_exp_shifted_sum(e, x, shift, n);
@@ -49,6 +63,11 @@ static void check_shifted_sum(int n) {
     for (int i = 0; i < n; i++) want += exp((double)x[i] - shift);
     TU_CHECK(fabs(got - want) <= 1e-6 * want + 1e-30, "bg_exp_shifted_sum n=%d: sum %.9g, exact %.9g",
              n, (double)got, want);
+    h = malloc(sizeof(uint16_t) * (n + 1));
+    const float got16 = bg_exp_shifted_sum_bf16(h, x, shift, n);
+    TU_CHECK(fabs(got16 - got) <= 1e-6 * fabs(got), "bg_exp_shifted_sum_bf16 n=%d: sum %.9g, bg_exp_shifted_sum's %.9g", n,
+             (double)got16, (double)got);
+    free(h);
     free(x), free(e);
 }
 
