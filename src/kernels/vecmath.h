@@ -44,8 +44,9 @@ static inline float bg_expf(float x) {
     p = bg_fmaf(p, r, 5.0000001201e-1f);
     p = bg_fmaf(p * r, r, r) + 1.0f;
     // Type punning through a union is defined in C11 and, unlike memcpy, leaves
-    // the loop vectorisable for GCC 12.
-    union { int32_t i; float f; } two_n = {.i = ((int32_t)n + 127) << 23};
+    // the loop vectorisable for GCC 12. The shift is unsigned: for a NaN x the biased
+    // exponent is garbage (the result is NaN anyway), and a signed shift of it undefined.
+    union { uint32_t u; float f; } two_n = {.u = (uint32_t)((int32_t)n + 127) << 23};
     return p * two_n.f;
 }
 
