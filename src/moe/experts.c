@@ -6,9 +6,10 @@
 // M1's eight expert GEMMs run as fast either way (bf16, 2 threads: 5.8 against 6.0 ms
 // for the up projections, 6.2 against 6.2 for the down ones); in whole steps, alternated
 // with the threaded loop, the medians of step-time ratios were 0.977 (M1 bf16, 6 pairs),
-// 0.969 (M1 fp32) and 0.977 (M2 bf16, 3 pairs each), and the results are the same bits.
-// Each expert writes its own rows and its own weight gradients, so results do not
-// depend on which thread took it.
+// 0.969 (M1 fp32) and 0.977 (M2 bf16, 3 pairs each). Each expert writes its own rows
+// and its own weight gradients, so results do not depend on which thread took it; they
+// equal the threaded loop's up to oneDNN's split of a GEMM between threads (the same
+// bits for M1's expert GEMMs measured alone; tests/moe/test_experts_concurrent).
 #include "moe/experts.h"
 
 #include <stddef.h>
@@ -20,33 +21,61 @@ static void *operand_row(const void *base, size_t r, int width) {
     return (char *)base + matmul_operand_bytes(r * (size_t)width);
 }
 
+// The arguments of both passes, so that one loop runs either.
+typedef struct {
+    float *y_perm, *h, *dx_perm, *dw_in, *dw_out, *da;
+    void *a, *dh;
+    const float *x_perm, *dy_perm, *w_in, *w_out;
+    const int *offsets;
+    int C, F, U;
+    ffn_act act;
+} experts_args;
+
+static void expert_forward(const experts_args *g, int e) {
+    const size_t r = (size_t)g->offsets[e];
+    const int M = g->offsets[e + 1] - g->offsets[e], C = g->C, F = g->F, U = g->U;
+    if (M == 0) return;
+    ffn_forward(g->y_perm + r * C, g->h + r * U, operand_row(g->a, r, F), g->x_perm + r * C,
+                g->w_in + (size_t)e * U * C, g->w_out + (size_t)e * C * F, M, C, F, g->act);
+}
+
+static void expert_backward(const experts_args *g, int e) {
+    const size_t r = (size_t)g->offsets[e];
+    const int M = g->offsets[e + 1] - g->offsets[e], C = g->C, F = g->F, U = g->U;
+    if (M == 0) return;  // no tokens: exactly zero gradient for this expert
+    ffn_backward(g->dx_perm + r * C, g->dw_in + (size_t)e * U * C, g->dw_out + (size_t)e * C * F,
+                 g->da + r * F, operand_row(g->dh, r, U), g->dy_perm + r * C, g->x_perm + r * C,
+                 g->h + r * U, operand_row(g->a, r, F), g->w_in + (size_t)e * U * C,
+                 g->w_out + (size_t)e * C * F, M, C, F, g->act);
+}
+
+// Every expert, one per thread when matmul_concurrent says so. A branch, not the
+// parallel construct's if clause: a team of one still costs libgomp an allocation.
+static void run_experts(void (*one)(const experts_args *, int), const experts_args *g, int E) {
+    if (matmul_concurrent(E)) {
+        #pragma omp parallel for schedule(dynamic, 1)
+        for (int e = 0; e < E; e++) one(g, e);
+    } else {
+        for (int e = 0; e < E; e++) one(g, e);
+    }
+}
+
 void moe_experts_forward(float *y_perm, float *h, void *a, const float *x_perm,
                          const float *w_in, const float *w_out, const int *offsets, int E,
                          int C, int F, ffn_act act) {
-    int U = ffn_in_rows(act, F);
-    #pragma omp parallel for schedule(dynamic, 1) if (matmul_concurrent(E))
-    for (int e = 0; e < E; e++) {
-        size_t r = (size_t)offsets[e];
-        int M = offsets[e + 1] - offsets[e];
-        if (M == 0) continue;
-        ffn_forward(y_perm + r * C, h + r * U, operand_row(a, r, F), x_perm + r * C,
-                    w_in + (size_t)e * U * C, w_out + (size_t)e * C * F, M, C, F, act);
-    }
+    const experts_args g = {.y_perm = y_perm, .h = h, .a = a, .x_perm = x_perm, .w_in = w_in,
+                            .w_out = w_out, .offsets = offsets, .C = C, .F = F,
+                            .U = ffn_in_rows(act, F), .act = act};
+    run_experts(expert_forward, &g, E);
 }
 
 void moe_experts_backward(float *dx_perm, float *dw_in, float *dw_out, float *da, void *dh,
                           const float *dy_perm, const float *x_perm, const float *h,
                           const void *a, const float *w_in, const float *w_out,
                           const int *offsets, int E, int C, int F, ffn_act act) {
-    int U = ffn_in_rows(act, F);
-    #pragma omp parallel for schedule(dynamic, 1) if (matmul_concurrent(E))
-    for (int e = 0; e < E; e++) {
-        size_t r = (size_t)offsets[e];
-        int M = offsets[e + 1] - offsets[e];
-        if (M == 0) continue;  // no tokens: exactly zero gradient for this expert
-        ffn_backward(dx_perm + r * C, dw_in + (size_t)e * U * C, dw_out + (size_t)e * C * F,
-                     da + r * F, operand_row(dh, r, U), dy_perm + r * C, x_perm + r * C,
-                     h + r * U, operand_row(a, r, F), w_in + (size_t)e * U * C,
-                     w_out + (size_t)e * C * F, M, C, F, act);
-    }
+    const experts_args g = {.dx_perm = dx_perm, .dw_in = dw_in, .dw_out = dw_out, .da = da,
+                            .dh = dh, .dy_perm = dy_perm, .x_perm = x_perm, .h = (float *)h,
+                            .a = (void *)a, .w_in = w_in, .w_out = w_out, .offsets = offsets,
+                            .C = C, .F = F, .U = ffn_in_rows(act, F), .act = act};
+    run_experts(expert_backward, &g, E);
 }
