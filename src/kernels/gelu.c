@@ -4,8 +4,7 @@
 // activation or its gradient is written to memory and read back for rounding.
 #include "kernels/kernels.h"
 
-#include <omp.h>
-
+#include "core/threads.h"
 #include "kernels/vecmath.h"
 
 #define GELU_SCALE 0.7978845608028654f  // √(2/π)
@@ -50,9 +49,21 @@ static size_t gelu_backward16(float *g, const float *in, const float *dy, size_t
 }
 #endif
 
+// The arguments of a call, for its blocks' ranges (bg_parallel_ranges).
+typedef struct {
+    void *out;
+    matmul_precision p;
+    const float *inp, *dout;
+    size_t n;
+} gelu_call;
+
 // Blocks b0..b1-1 of the forward.
-static void gelu_forward_blocks(void *out, matmul_precision p, const float *inp, size_t n,
-                                size_t b0, size_t b1) {
+static void gelu_forward_blocks(void *ctx, size_t b0, size_t b1) {
+    const gelu_call *c = ctx;
+    void *out = c->out;
+    const matmul_precision p = c->p;
+    const float *inp = c->inp;
+    const size_t n = c->n;
     for (size_t b = b0; b < b1; b++) {
         const size_t i0 = b * GELU_BLOCK, m = n - i0 < GELU_BLOCK ? n - i0 : GELU_BLOCK;
         const float *in = inp + i0;
@@ -72,8 +83,12 @@ static void gelu_forward_blocks(void *out, matmul_precision p, const float *inp,
 }
 
 // Blocks b0..b1-1 of the backward.
-static void gelu_backward_blocks(void *dinp, matmul_precision p, const float *dout,
-                                 const float *inp, size_t n, size_t b0, size_t b1) {
+static void gelu_backward_blocks(void *ctx, size_t b0, size_t b1) {
+    const gelu_call *c = ctx;
+    void *dinp = c->out;
+    const matmul_precision p = c->p;
+    const float *inp = c->inp, *dout = c->dout;
+    const size_t n = c->n;
     for (size_t b = b0; b < b1; b++) {
         const size_t i0 = b * GELU_BLOCK, m = n - i0 < GELU_BLOCK ? n - i0 : GELU_BLOCK;
         const float *in = inp + i0, *dy = dout + i0;
@@ -95,27 +110,14 @@ static void gelu_backward_blocks(void *dinp, matmul_precision p, const float *do
     }
 }
 
-// Inside a parallel region (a concurrent expert) on the calling thread alone: a nested
-// team gains nothing and libgomp allocates every one.
-
 // inp (n) floats; out (n) rounded, writes
 void gelu_forward(void *out, matmul_precision p, const float *inp, size_t n) {
-    const size_t blocks = (n + GELU_BLOCK - 1) / GELU_BLOCK;
-    if (omp_in_parallel()) {
-        gelu_forward_blocks(out, p, inp, n, 0, blocks);
-        return;
-    }
-    #pragma omp parallel for schedule(static)
-    for (size_t b = 0; b < blocks; b++) gelu_forward_blocks(out, p, inp, n, b, b + 1);
+    gelu_call c = {out, p, inp, NULL, n};
+    bg_parallel_ranges((n + GELU_BLOCK - 1) / GELU_BLOCK, gelu_forward_blocks, &c);
 }
 
 // dout, inp (n) floats; dinp (n) rounded, WRITES
 void gelu_backward(void *dinp, matmul_precision p, const float *dout, const float *inp, size_t n) {
-    const size_t blocks = (n + GELU_BLOCK - 1) / GELU_BLOCK;
-    if (omp_in_parallel()) {
-        gelu_backward_blocks(dinp, p, dout, inp, n, 0, blocks);
-        return;
-    }
-    #pragma omp parallel for schedule(static)
-    for (size_t b = 0; b < blocks; b++) gelu_backward_blocks(dinp, p, dout, inp, n, b, b + 1);
+    gelu_call c = {dinp, p, inp, dout, n};
+    bg_parallel_ranges((n + GELU_BLOCK - 1) / GELU_BLOCK, gelu_backward_blocks, &c);
 }

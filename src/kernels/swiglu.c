@@ -3,18 +3,29 @@
 // time computed in fp32 on the stack and stored rounded, as in gelu.c.
 #include "kernels/kernels.h"
 
-#include <omp.h>
-
+#include "core/threads.h"
 #include "kernels/vecmath.h"
 
 enum { SWIGLU_BLOCK = 1024 };  // columns per block: 4 KiB of floats, in L1
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
+// The arguments of a call, for its rows' ranges (bg_parallel_ranges).
+typedef struct {
+    void *out;
+    matmul_precision p;
+    const float *inp, *dout;
+    int F;
+} swiglu_call;
+
 // Rows n0..n1-1 of the forward.
-static void swiglu_forward_rows(void *out, matmul_precision p, const float *inp, int F, int n0,
-                                int n1) {
-    for (int n = n0; n < n1; n++) {
+static void swiglu_forward_rows(void *ctx, size_t n0, size_t n1) {
+    const swiglu_call *c = ctx;
+    void *out = c->out;
+    const matmul_precision p = c->p;
+    const float *inp = c->inp;
+    const int F = c->F;
+    for (size_t n = n0; n < n1; n++) {
         const float *gate = inp + (size_t)n * 2 * F, *up = gate + F;
         for (int f0 = 0; f0 < F; f0 += SWIGLU_BLOCK) {
             const int m = imin(SWIGLU_BLOCK, F - f0);
@@ -27,9 +38,13 @@ static void swiglu_forward_rows(void *out, matmul_precision p, const float *inp,
 }
 
 // Rows n0..n1-1 of the backward.
-static void swiglu_backward_rows(void *dinp, matmul_precision p, const float *dout,
-                                 const float *inp, int F, int n0, int n1) {
-    for (int n = n0; n < n1; n++) {
+static void swiglu_backward_rows(void *ctx, size_t n0, size_t n1) {
+    const swiglu_call *c = ctx;
+    void *dinp = c->out;
+    const matmul_precision p = c->p;
+    const float *inp = c->inp, *dout = c->dout;
+    const int F = c->F;
+    for (size_t n = n0; n < n1; n++) {
         const float *gate = inp + (size_t)n * 2 * F, *up = gate + F;
         const float *dy = dout + (size_t)n * F;
         for (int f0 = 0; f0 < F; f0 += SWIGLU_BLOCK) {
@@ -48,26 +63,15 @@ static void swiglu_backward_rows(void *dinp, matmul_precision p, const float *do
     }
 }
 
-// Inside a parallel region (a concurrent expert) on the calling thread alone: a nested
-// team gains nothing and libgomp allocates every one.
-
 // inp (N,2F) rows [gate | up] floats; out (N,F) rounded, writes
 void swiglu_forward(void *out, matmul_precision p, const float *inp, int N, int F) {
-    if (omp_in_parallel()) {
-        swiglu_forward_rows(out, p, inp, F, 0, N);
-        return;
-    }
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) swiglu_forward_rows(out, p, inp, F, n, n + 1);
+    swiglu_call c = {out, p, inp, NULL, F};
+    bg_parallel_ranges((size_t)N, swiglu_forward_rows, &c);
 }
 
 // dout (N,F), inp (N,2F) floats; dinp (N,2F) rounded, WRITES
 void swiglu_backward(void *dinp, matmul_precision p, const float *dout, const float *inp, int N,
                      int F) {
-    if (omp_in_parallel()) {
-        swiglu_backward_rows(dinp, p, dout, inp, F, 0, N);
-        return;
-    }
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) swiglu_backward_rows(dinp, p, dout, inp, F, n, n + 1);
+    swiglu_call c = {dinp, p, inp, dout, F};
+    bg_parallel_ranges((size_t)N, swiglu_backward_rows, &c);
 }
