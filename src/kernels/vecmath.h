@@ -3,8 +3,10 @@
 // exp and tanh that the compiler can vectorise. glibc's expf/tanhf are scalar
 // calls unless built with -ffast-math and libmvec, and softmax, cross-entropy,
 // GELU and SiLU spend most of their time in them. Plain arithmetic, so results
-// are identical on every run (no library or CPU dispatch behind them).
-// Internal to kernels/.
+// are identical on every run of a build (no library or run-time CPU dispatch behind
+// them; what the build targets, FMA and AVX-512, is chosen at compile time), and the
+// 16-lane forms give bg_expf's bits. Internal to kernels/.
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -149,7 +151,7 @@ static inline float bg_exp_shifted_sum_bf16(uint16_t *o, const float *x, float s
 // max(x[0 .. n)), -FLT_MAX for n = 0 (a NaN may or may not win, as with fmaxf).
 static inline float bg_max_f32(const float *x, int n) {
     int i = 0;
-    float m = -3.40282347e+38f;
+    float m = -FLT_MAX;
 #if defined(__AVX512F__)
     // Four accumulators: one would chain every load behind the previous max.
     __m512 m0 = _mm512_set1_ps(m), m1 = m0, m2 = m0, m3 = m0;
