@@ -120,8 +120,9 @@ void *memalign(size_t a, size_t n) {
 
 // Two warm-up steps, then five counted ones. batch 40 x 32 = 1280 tokens runs the
 // fused LM head (chunks of 1024 + 256 rows); 8 x 32 the unfused one. Under ctest's
-// OMP_NUM_THREADS=2 the fixture's 4 experts run one per thread; test_no_alloc_threads.sh
-// runs this again with 3 threads, under which they run one after the other.
+// OMP_NUM_THREADS=2 the fixture's 4 experts run one per thread; ctest's
+// train/test_no_alloc_threads runs this again with 3 threads, under which they run one
+// after the other.
 static void check(const train_fixture *f, int batch, matmul_precision dtype, const char *name) {
     train_options o;
     fixture_options(&o, f);
