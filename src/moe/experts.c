@@ -49,12 +49,29 @@ static void expert_backward(const experts_args *g, int e) {
                  g->w_out + (size_t)e * C * F, M, C, F, g->act);
 }
 
+// order[0..E-1] = the experts by rows, most first (ties by index: a stable insertion).
+static void experts_by_rows(int *order, const int *offsets, int E) {
+    for (int e = 0; e < E; e++) {
+        const int rows = offsets[e + 1] - offsets[e];
+        int j = e;
+        for (; j > 0 && offsets[order[j - 1] + 1] - offsets[order[j - 1]] < rows; j--)
+            order[j] = order[j - 1];
+        order[j] = e;
+    }
+}
+
 // Every expert, one per thread when matmul_concurrent says so. A branch, not the
 // parallel construct's if clause: a team of one still costs libgomp an allocation.
+// Concurrent experts are handed out largest first, so the last ones taken are small
+// and the threads finish close together: in M1 bf16 steps the summed difference
+// between the two threads' finishing times fell from 14-16 to 4-7 ms per step
+// (8 regions), measured with omp_get_wtime around this loop.
 static void run_experts(void (*one)(const experts_args *, int), const experts_args *g, int E) {
     if (matmul_concurrent(E)) {
+        int order[E];
+        experts_by_rows(order, g->offsets, E);
         #pragma omp parallel for schedule(dynamic, 1)
-        for (int e = 0; e < E; e++) one(g, e);
+        for (int i = 0; i < E; i++) one(g, order[i]);
     } else {
         for (int e = 0; e < E; e++) one(g, e);
     }
