@@ -17,6 +17,16 @@
 // a small tile on the stack. Softmax statistics are then vectors over query rows (the
 // forward keeps Sᵀ, keys × queries), so the online softmax has no horizontal sums.
 //
+// Mixed precision (p = MATMUL_BF16, on CPUs with AVX512-BF16 and an even hs): the tile
+// products read their operands as bf16 pairs along the reduction dimension and add in
+// fp32 (vdpbf16ps: two multiply-adds per lane and instruction, twice the FMA rate), as
+// the GEMMs do under autocast; scores, softmax statistics, P and dS are computed in
+// fp32 and rounded only as product operands. Rounded copies of qkv and dout are made
+// once per call in the workspace, in the two layouts the products read: rows of
+// channel pairs (the broadcast operand of tile_xyt, and the rows packed transposed
+// into its vector operand) and token pairs interleaved channel by channel (the
+// broadcast operand of tile_xtw, whose reduction runs over tokens).
+//
 // Work is split into tasks that each write disjoint outputs (no atomics), so results
 // are deterministic:
 //   forward:  one task per (b, h, query block).
@@ -37,6 +47,7 @@
 #include <float.h>
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 
 #include "core/error.h"
 #include "kernels/vec16.h"
@@ -178,21 +189,297 @@ static void pack_transposed(float *restrict Yt, const float *restrict src, size_
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
+// ---- bf16 tile products ---------------------------------------------------------
+
+// Two bf16 of consecutive reduction indices in one 32-bit word, the lower index in
+// the low half: the operand unit of vdpbf16ps.
+typedef uint32_t bf16x2;
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+enum { FA_HAVE_BF16 = 1 };
+
+// a[r][j] += xs[r] · row[16j .. 16j+15] as pair dot products: tile_rank1_4x4 over two
+// reduction indices at once.
+static inline __attribute__((always_inline)) void tile_rank2_4x4(v16 a[4][4], const bf16x2 *xs,
+                                                                 const bf16x2 *row) {
+    __m512i w0 = _mm512_loadu_si512(row), w1 = _mm512_loadu_si512(row + 16),
+            w2 = _mm512_loadu_si512(row + 32), w3 = _mm512_loadu_si512(row + 48);
+    v16_keep(w0);
+    v16_keep(w1);
+    v16_keep(w2);
+    v16_keep(w3);
+    for (int r = 0; r < 4; r++) {
+        const __m512bh b = (__m512bh)_mm512_set1_epi32((int)xs[r]);
+        a[r][0] = _mm512_dpbf16_ps(a[r][0], b, (__m512bh)w0);
+        a[r][1] = _mm512_dpbf16_ps(a[r][1], b, (__m512bh)w1);
+        a[r][2] = _mm512_dpbf16_ps(a[r][2], b, (__m512bh)w2);
+        a[r][3] = _mm512_dpbf16_ps(a[r][3], b, (__m512bh)w3);
+    }
+}
+
+// tile_xyt on pairs: A (n, FA_B) = X (n rows of hp pairs; row stride ldx pairs) ·
+// Y2 (hp rows of FA_B pairs).
+static void tile_xyt_bf16(float *restrict A, const bf16x2 *restrict X, size_t ldx,
+                          const bf16x2 *restrict Y2, int n, int hp) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const bf16x2 *x0 = X + (size_t)i * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
+        v16 a[4][4];
+        for (int r = 0; r < 4; r++)
+            for (int j = 0; j < 4; j++) a[r][j] = v16_zero();
+        for (int d = 0; d < hp; d++) {
+            const bf16x2 xs[4] = {x0[d], x1[d], x2[d], x3[d]};
+            tile_rank2_4x4(a, xs, Y2 + (size_t)d * FA_B);
+        }
+        for (int r = 0; r < 4; r++)
+            for (int j = 0; j < 4; j++) v16_store(A + (size_t)(i + r) * FA_B + 16 * j, a[r][j]);
+    }
+    for (; i < n; i++) {
+        const bf16x2 *x = X + (size_t)i * ldx;
+        v16 a[4] = {v16_zero(), v16_zero(), v16_zero(), v16_zero()};
+        for (int d = 0; d < hp; d++) {
+            const __m512bh b = (__m512bh)_mm512_set1_epi32((int)x[d]);
+            for (int j = 0; j < 4; j++)
+                a[j] = _mm512_dpbf16_ps(a[j], b, (__m512bh)_mm512_loadu_si512(Y2 + (size_t)d * FA_B + 16 * j));
+        }
+        for (int j = 0; j < 4; j++) v16_store(A + (size_t)i * FA_B + 16 * j, a[j]);
+    }
+}
+
+// tile_xtw on pairs: Zt (hs, FA_B) += Xᵀ · W over np pairs of rows, with Xi the rows
+// interleaved in pairs (row pair u: hs words of stride 1, pairs at stride ldi) and W2
+// (np rows of FA_B pairs).
+static void tile_xtw_bf16(float *restrict Zt, const bf16x2 *restrict Xi, size_t ldi,
+                          const bf16x2 *restrict W2, int np, int hs) {
+    int d = 0;
+    for (; d + 4 <= hs; d += 4) {
+        v16 a[4][4];
+        for (int r = 0; r < 4; r++)
+            for (int j = 0; j < 4; j++) a[r][j] = v16_load(Zt + (size_t)(d + r) * FA_B + 16 * j);
+        for (int u = 0; u < np; u++) tile_rank2_4x4(a, Xi + (size_t)u * ldi + d, W2 + (size_t)u * FA_B);
+        for (int r = 0; r < 4; r++)
+            for (int j = 0; j < 4; j++) v16_store(Zt + (size_t)(d + r) * FA_B + 16 * j, a[r][j]);
+    }
+    for (; d < hs; d++) {
+        float *z = Zt + (size_t)d * FA_B;
+        v16 a[4] = {v16_load(z), v16_load(z + 16), v16_load(z + 32), v16_load(z + 48)};
+        for (int u = 0; u < np; u++) {
+            const __m512bh b = (__m512bh)_mm512_set1_epi32((int)Xi[(size_t)u * ldi + d]);
+            for (int j = 0; j < 4; j++)
+                a[j] = _mm512_dpbf16_ps(a[j], b, (__m512bh)_mm512_loadu_si512(W2 + (size_t)u * FA_B + 16 * j));
+        }
+        for (int j = 0; j < 4; j++) v16_store(z + 16 * j, a[j]);
+    }
+}
+
+// 16 words (lo[k], hi[k]) rounded to bf16: vcvtne2ps2bf16 puts lo in the low 16
+// halves and hi in the high ones, vpermw interleaves them. Round to nearest even as
+// bg_f32_to_bf16 (subnormals read as zero).
+static inline __m512i round_pairs16(__m512 lo, __m512 hi) {
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+// W2 (ceil(n/2) rows of FA_B pairs) = rows 2u and 2u+1 of W (n, FA_B) rounded and
+// interleaved; an odd n's last pair has 0 for its missing row.
+static void round_row_pairs(bf16x2 *restrict W2, const float *restrict W, int n) {
+    for (int u = 0; 2 * u < n; u++) {
+        const float *lo = W + (size_t)2 * u * FA_B, *hi = lo + FA_B;
+        const int has_hi = 2 * u + 1 < n;
+        for (int j = 0; j < FA_B; j += 16)
+            _mm512_storeu_si512(W2 + (size_t)u * FA_B + j,
+                                round_pairs16(v16_load(lo + j), has_hi ? v16_load(hi + j) : v16_zero()));
+    }
+}
+
+// The two rounded copies of a (B, T, width) tensor (width even):
+//   x2 (B·T rows of width/2 pairs): each row's channels in pairs;
+//   xi (B·ceil(T/2) rows of width words): tokens 2u and 2u+1 interleaved channel by
+//      channel, token T (past the end, for odd T) as 0.
+// Inside the caller's parallel region (an omp for).
+static void round_copies(bf16x2 *x2, bf16x2 *xi, const float *x, int B, int T, int width) {
+    const int Tp = (T + 1) / 2, w2 = width / 2;
+    #pragma omp for schedule(static)
+    for (long bu = 0; bu < (long)B * Tp; bu++) {
+        const int b = (int)(bu / Tp), t = 2 * (int)(bu % Tp);
+        const float *lo = x + ((size_t)b * T + t) * width, *hi = lo + width;
+        const int has_hi = t + 1 < T;
+        bf16x2 *row_lo = x2 + ((size_t)b * T + t) * w2, *row_hi = row_lo + w2, *il = xi + (size_t)bu * width;
+        int c = 0;
+        for (; c + 32 <= width; c += 32) {
+            _mm512_storeu_si512(row_lo + c / 2, (__m512i)_mm512_cvtne2ps_pbh(v16_load(lo + c + 16), v16_load(lo + c)));
+            if (has_hi)
+                _mm512_storeu_si512(row_hi + c / 2, (__m512i)_mm512_cvtne2ps_pbh(v16_load(hi + c + 16), v16_load(hi + c)));
+        }
+        for (; c < width; c += 2) {
+            row_lo[c / 2] = bg_f32_to_bf16(lo[c]) | (uint32_t)bg_f32_to_bf16(lo[c + 1]) << 16;
+            if (has_hi) row_hi[c / 2] = bg_f32_to_bf16(hi[c]) | (uint32_t)bg_f32_to_bf16(hi[c + 1]) << 16;
+        }
+        c = 0;
+        for (; c + 16 <= width; c += 16)
+            _mm512_storeu_si512(il + c, round_pairs16(v16_load(lo + c), has_hi ? v16_load(hi + c) : v16_zero()));
+        for (; c < width; c++)
+            il[c] = bg_f32_to_bf16(lo[c]) | (uint32_t)(has_hi ? bg_f32_to_bf16(hi[c]) : 0) << 16;
+    }
+}
+#else
+enum { FA_HAVE_BF16 = 0 };
+#endif
+
+// Y2 (hp rows of FA_B pairs) = n rows of hp pairs (row stride ld), transposed; pairs
+// n..FA_B-1 are zero. 16 × 16 blocks of words go through v16_transpose16 (data
+// movement only: the bits are kept).
+static void pack_pairs_transposed(bf16x2 *restrict Y2, const bf16x2 *restrict src, size_t ld,
+                                  int n, int hp) {
+    for (int d = 0; d < hp; d++)
+        for (int r = n; r < FA_B; r++) Y2[(size_t)d * FA_B + r] = 0;
+    int r0 = 0;
+    for (; r0 + 16 <= n; r0 += 16) {
+        int c0 = 0;
+        for (; c0 + 16 <= hp; c0 += 16)
+            v16_transpose16((float *)(Y2 + (size_t)c0 * FA_B + r0), FA_B,
+                            (const float *)(src + (size_t)r0 * ld + c0), ld);
+        for (int r = r0; r < r0 + 16; r++)
+            for (int c = c0; c < hp; c++) Y2[(size_t)c * FA_B + r] = src[(size_t)r * ld + c];
+    }
+    for (int r = r0; r < n; r++)
+        for (int c = 0; c < hp; c++) Y2[(size_t)c * FA_B + r] = src[(size_t)r * ld + c];
+}
+
+// ---- operands ---------------------------------------------------------------------
+
+// Where the tile products read Q, K, V (in qkv) and dO (in dout).
+typedef enum { FA_Q = 0, FA_K = 1, FA_V = 2, FA_DO = 3 } fa_src;
+
+// A call's inputs: fp32, and with bf16 products their rounded copies (round_copies).
+typedef struct {
+    const float *qkv, *dout;
+    int T, C, NH, hs;
+    int bf16;
+    bf16x2 *qkv2, *qkvi, *dout2, *douti;
+} fa_ops;
+
+// Rows r0.. of src for head h of batch b: fp32 (stride *ld floats).
+static const float *fa_rows(const fa_ops *o, fa_src s, int b, int h, int r0, size_t *ld) {
+    if (s == FA_DO) {
+        *ld = (size_t)o->C;
+        return o->dout + ((size_t)b * o->T + r0) * o->C + (size_t)h * o->hs;
+    }
+    *ld = 3 * (size_t)o->C;
+    return o->qkv + ((size_t)b * o->T + r0) * *ld + (size_t)s * o->C + (size_t)h * o->hs;
+}
+
+// The same rows as channel pairs (stride *ld pairs).
+static const bf16x2 *fa_rows2(const fa_ops *o, fa_src s, int b, int h, int r0, size_t *ld) {
+    const size_t w = s == FA_DO ? (size_t)o->C : 3 * (size_t)o->C;
+    const bf16x2 *base = s == FA_DO ? o->dout2 : o->qkv2;
+    *ld = w / 2;
+    return base + ((size_t)b * o->T + r0) * (w / 2) + ((s == FA_DO ? 0 : (size_t)s * o->C) + (size_t)h * o->hs) / 2;
+}
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+// The same rows interleaved in token pairs (r0 even; stride *ld words per pair).
+static const bf16x2 *fa_rows_interleaved(const fa_ops *o, fa_src s, int b, int h, int r0, size_t *ld) {
+    const size_t w = s == FA_DO ? (size_t)o->C : 3 * (size_t)o->C;
+    const bf16x2 *base = s == FA_DO ? o->douti : o->qkvi;
+    *ld = w;
+    return base + ((size_t)b * ((o->T + 1) / 2) + r0 / 2) * w + (s == FA_DO ? 0 : (size_t)s * o->C) + (size_t)h * o->hs;
+}
+#endif
+
+// A packed vector operand: Yt (hs, FA_B) floats, or Y2 (hs/2, FA_B) pairs under bf16.
+typedef struct {
+    float *f;
+    bf16x2 *p;
+} fa_tile;
+
+// The tile's operand = n rows of src from r0, transposed (pack_transposed).
+static void fa_pack(const fa_ops *o, fa_tile y, fa_src s, int b, int h, int r0, int n) {
+    size_t ld;
+    if (o->bf16) {
+        const bf16x2 *x = fa_rows2(o, s, b, h, r0, &ld);
+        pack_pairs_transposed(y.p, x, ld, n, o->hs / 2);
+    } else {
+        const float *x = fa_rows(o, s, b, h, r0, &ld);
+        pack_transposed(y.f, x, ld, n, o->hs);
+    }
+}
+
+// A (n, FA_B) = rows r0..r0+n-1 of src · y (tile_xyt).
+static void fa_xyt(const fa_ops *o, float *A, fa_src s, int b, int h, int r0, int n, fa_tile y) {
+    size_t ld;
+    if (o->bf16) {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+        const bf16x2 *x = fa_rows2(o, s, b, h, r0, &ld);
+        tile_xyt_bf16(A, x, ld, y.p, n, o->hs / 2);
+#endif
+        return;
+    }
+    const float *x = fa_rows(o, s, b, h, r0, &ld);
+    tile_xyt(A, x, ld, y.f, n, o->hs);
+}
+
+// Zt (hs, FA_B) += (rows r0..r0+n-1 of src)ᵀ · W (n, FA_B) (tile_xtw); under bf16, W
+// is rounded into w2 (FA_B/2 rows of FA_B pairs) first.
+static void fa_xtw(const fa_ops *o, float *Zt, fa_src s, int b, int h, int r0, int n,
+                   const float *W, bf16x2 *w2) {
+    size_t ld;
+    if (o->bf16) {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+        round_row_pairs(w2, W, n);
+        const bf16x2 *x = fa_rows_interleaved(o, s, b, h, r0, &ld);
+        tile_xtw_bf16(Zt, x, ld, w2, (n + 1) / 2, o->hs);
+#else
+        (void)w2;
+#endif
+        return;
+    }
+    const float *x = fa_rows(o, s, b, h, r0, &ld);
+    tile_xtw(Zt, x, ld, W, n, o->hs);
+}
+
+// Sets up o for a call; under bf16 (when built with AVX512-BF16 and hs is even) the
+// rounded copies live in ws, and are made by fa_round_inputs inside the call's
+// parallel region.
+static void fa_ops_init(fa_ops *o, const float *qkv, const float *dout, int B, int T, int C,
+                        int NH, matmul_precision p, float *ws) {
+    o->qkv = qkv, o->dout = dout, o->T = T, o->C = C, o->NH = NH, o->hs = C / NH;
+    o->bf16 = FA_HAVE_BF16 && p == MATMUL_BF16 && o->hs % 2 == 0;
+    const size_t rows = (size_t)B * (size_t)(T + 1);  // pairs of T rounded up, and T rows
+    bf16x2 *w = (bf16x2 *)ws;
+    o->qkv2 = w, w += rows * 3 * (size_t)C / 2;
+    o->qkvi = w, w += rows * 3 * (size_t)C / 2;
+    o->dout2 = w, w += rows * (size_t)C / 2;
+    o->douti = w;
+}
+
+// The words fa_ops_init may use: (B·(T+1))·(3C/2 + 3C/2 + C/2 + C/2) = B·(T+1)·4C.
+static size_t fa_copies_words(int B, int T, int C) { return (size_t)B * (T + 1) * 4 * (size_t)C; }
+
+static void fa_round_inputs(const fa_ops *o, int B, int with_dout) {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    if (!o->bf16) return;
+    round_copies(o->qkv2, o->qkvi, o->qkv, B, o->T, 3 * o->C);
+    if (with_dout) round_copies(o->dout2, o->douti, o->dout, B, o->T, o->C);
+#else
+    (void)o, (void)B, (void)with_dout;
+#endif
+}
+
 // ---- forward ----------------------------------------------------------------------
 
 // One (b, h, query block): out rows q0..q0+nq-1 of head h, and their lse.
-static void fa_forward_block(float *out, float *lse, const float *qkv, int b, int h, int qb,
-                             int T, int C, int NH) {
-    const int hs = C / NH, q0 = qb * FA_B, nq = imin(FA_B, T - q0);
-    const size_t C3 = 3 * (size_t)C;
+static void fa_forward_block(float *out, float *lse, const fa_ops *o, int b, int h, int qb) {
+    const int T = o->T, C = o->C, NH = o->NH, hs = o->hs, q0 = qb * FA_B, nq = imin(FA_B, T - q0);
     const float scale = 1.0f / sqrtf((float)hs);
-    const float *Q = qkv + ((size_t)b * T + q0) * C3 + (size_t)h * hs;
-    const float *K = qkv + (size_t)b * T * C3 + C + (size_t)h * hs;
-    const float *V = K + C;
+    const int hp = o->bf16 ? hs / 2 : 1;
 
     float Qt[hs * FA_B], Ot[hs * FA_B], St[FA_B * FA_B];
+    bf16x2 Q2[hp * FA_B], W2[o->bf16 ? FA_B / 2 * FA_B : 1];
     float m[FA_B], l[FA_B], mnew[FA_B], corr[FA_B];
-    pack_transposed(Qt, Q, C3, nq, hs);
+    const fa_tile q = {Qt, Q2};
+    fa_pack(o, q, FA_Q, b, h, q0, nq);
     for (int i = 0; i < hs * FA_B; i++) Ot[i] = 0.0f;
     for (int r = 0; r < FA_B; r++) m[r] = -FLT_MAX, l[r] = 0.0f;
 
@@ -200,7 +487,7 @@ static void fa_forward_block(float *out, float *lse, const float *qkv, int b, in
     for (int k0 = 0; k0 < kend; k0 += FA_B) {
         const int nk = imin(FA_B, kend - k0);
         const int diag = k0 + nk - 1 > q0;  // some key lies after some query
-        tile_xyt(St, K + (size_t)k0 * C3, C3, Qt, nk, hs);  // St[c][r] = k·q
+        fa_xyt(o, St, FA_K, b, h, k0, nk, q);  // St[c][r] = k·q
         if (diag) mask_keys_by_query(St, nk, k0, q0, -FLT_MAX);
         // Online softmax, vectorised over the block's query rows.
         for (int r = 0; r < FA_B; r++) mnew[r] = m[r];
@@ -235,11 +522,11 @@ static void fa_forward_block(float *out, float *lse, const float *qkv, int b, in
             for (int r = 0; r < FA_B; r++) l[r] += s[r];
         }
         for (int d = 0; d < hs; d++) {
-            float *o = Ot + (size_t)d * FA_B;
+            float *o_ = Ot + (size_t)d * FA_B;
             #pragma omp simd
-            for (int r = 0; r < FA_B; r++) o[r] *= corr[r];
+            for (int r = 0; r < FA_B; r++) o_[r] *= corr[r];
         }
-        tile_xtw(Ot, V + (size_t)k0 * C3, C3, St, nk, hs);  // O += Pᵀ-weighted values
+        fa_xtw(o, Ot, FA_V, b, h, k0, nk, St, W2);  // O += Pᵀ-weighted values
     }
     float *lrow = lse + ((size_t)b * NH + h) * T + q0;
     float *O = Qt;  // Qt is done with: it takes O row-major, (nq, hs)
@@ -247,26 +534,33 @@ static void fa_forward_block(float *out, float *lse, const float *qkv, int b, in
     for (int r = 0; r < nq; r++) {
         lrow[r] = m[r] + logf(l[r]);
         const float inv = 1.0f / l[r];
-        float *o = out + ((size_t)b * T + q0 + r) * C + (size_t)h * hs;
+        float *y = out + ((size_t)b * T + q0 + r) * C + (size_t)h * hs;
         const float *orow = O + (size_t)r * hs;
         #pragma omp simd
-        for (int d = 0; d < hs; d++) o[d] = orow[d] * inv;
+        for (int d = 0; d < hs; d++) y[d] = orow[d] * inv;
     }
 }
 
 // qkv (B,T,3C), out (B,T,C) writes, lse (B,NH,T) writes
-void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
-                             int NH) {
+void flash_attention_forward(float *out, float *lse, float *scratch, const float *qkv, int B,
+                             int T, int C, int NH, matmul_precision p) {
     BG_ASSERT(C % NH == 0 && C / NH <= FA_MAX_HS);
     const int nb = (T + FA_B - 1) / FA_B;
     const long BH = (long)B * NH;
-    // Later query blocks see more keys: they are handed out first, dynamically, so the
-    // threads finish together. The order cannot change results (tasks are disjoint).
-    #pragma omp parallel for schedule(dynamic, 1)
-    for (long task = 0; task < BH * nb; task++) {
-        const int qb = nb - 1 - (int)(task / BH);
-        const long bh = task % BH;
-        fa_forward_block(out, lse, qkv, (int)(bh / NH), (int)(bh % NH), qb, T, C, NH);
+    fa_ops o;
+    fa_ops_init(&o, qkv, NULL, B, T, C, NH, p, scratch);
+    #pragma omp parallel
+    {
+        fa_round_inputs(&o, B, 0);
+        // Later query blocks see more keys: they are handed out first, dynamically, so
+        // the threads finish together. The order cannot change results (tasks are
+        // disjoint).
+        #pragma omp for schedule(dynamic, 1)
+        for (long task = 0; task < BH * nb; task++) {
+            const int qb = nb - 1 - (int)(task / BH);
+            const long bh = task % BH;
+            fa_forward_block(out, lse, &o, (int)(bh / NH), (int)(bh % NH), qb);
+        }
     }
 }
 
@@ -296,27 +590,26 @@ static float *dq_rows(float *dqkv, int b, int h, int t0, int T, int C, int hs) {
 // and dVᵀ accumulate in registers over the queries. With dq_acc (the head's dQᵀ
 // accumulators, one (hs, FA_B) tile per query block), also adds this key block's
 // part of dQ there, exactly as fa_backward_q_block would.
-static void fa_backward_kv_block(float *dqkv, float *dq_acc, const float *delta,
-                                 const float *dout, const float *qkv, const float *lse, int b,
-                                 int h, int kb, int T, int C, int NH) {
-    const int hs = C / NH, k0 = kb * FA_B, nk = imin(FA_B, T - k0);
+static void fa_backward_kv_block(float *dqkv, float *dq_acc, const float *delta, const fa_ops *o,
+                                 const float *lse, int b, int h, int kb) {
+    const int T = o->T, C = o->C, NH = o->NH, hs = o->hs, k0 = kb * FA_B, nk = imin(FA_B, T - k0);
     const size_t C3 = 3 * (size_t)C;
     const float scale = 1.0f / sqrtf((float)hs);
-    const float *Q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
-    const float *K = Q + C, *V = Q + 2 * (size_t)C;
-    const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
     const float *lrow = lse + ((size_t)b * NH + h) * T, *drow = delta + ((size_t)b * NH + h) * T;
+    const int hp = o->bf16 ? hs / 2 : 1;
 
     float Kt[hs * FA_B], Vt[hs * FA_B], dKt[hs * FA_B], dVt[hs * FA_B];
     float P[FA_B * FA_B], dS[FA_B * FA_B], dSt[FA_B * FA_B];
-    pack_transposed(Kt, K + (size_t)k0 * C3, C3, nk, hs);
-    pack_transposed(Vt, V + (size_t)k0 * C3, C3, nk, hs);
+    bf16x2 K2[hp * FA_B], V2[hp * FA_B], W2[o->bf16 ? FA_B / 2 * FA_B : 1];
+    const fa_tile k = {Kt, K2}, v = {Vt, V2};
+    fa_pack(o, k, FA_K, b, h, k0, nk);
+    fa_pack(o, v, FA_V, b, h, k0, nk);
     for (int i = 0; i < hs * FA_B; i++) dKt[i] = 0.0f, dVt[i] = 0.0f;
 
     for (int q0 = k0; q0 < T; q0 += FA_B) {
         const int nq = imin(FA_B, T - q0);
-        tile_xyt(P, Q + (size_t)q0 * C3, C3, Kt, nq, hs);  // S[r][c] = q·k
-        tile_xyt(dS, dO + (size_t)q0 * C, C, Vt, nq, hs);  // dP[r][c] = dO·v
+        fa_xyt(o, P, FA_Q, b, h, q0, nq, k);    // S[r][c] = q·k
+        fa_xyt(o, dS, FA_DO, b, h, q0, nq, v);  // dP[r][c] = dO·v
         for (int r = 0; r < nq; r++) {
             float *p = P + (size_t)r * FA_B, *ds = dS + (size_t)r * FA_B;
             const float L = lrow[q0 + r], D = drow[q0 + r];
@@ -329,15 +622,14 @@ static void fa_backward_kv_block(float *dqkv, float *dq_acc, const float *delta,
             // nothing: P (and so dS) is exactly 0 there.
             for (int c = imin(nk, q0 + r - k0 + 1); c < FA_B; c++) p[c] = 0.0f, ds[c] = 0.0f;
         }
-        tile_xtw(dVt, dO + (size_t)q0 * C, C, P, nq, hs);   // dVᵀ += dOᵀ P
-        tile_xtw(dKt, Q + (size_t)q0 * C3, C3, dS, nq, hs);  // dKᵀ += Qᵀ dS
+        fa_xtw(o, dVt, FA_DO, b, h, q0, nq, P, W2);  // dVᵀ += dOᵀ P
+        fa_xtw(o, dKt, FA_Q, b, h, q0, nq, dS, W2);  // dKᵀ += Qᵀ dS
         if (dq_acc) {
             // dQᵀ += Kᵀ dSᵀ. dS equals, bit for bit, the dSᵀ fa_backward_q_block
             // computes (the same products, sums and exps), and padded queries get 0
             // there too.
             pack_transposed(dSt, dS, FA_B, nq, nk);
-            tile_xtw(dq_acc + (size_t)(q0 / FA_B) * hs * FA_B, K + (size_t)k0 * C3, C3, dSt, nk,
-                     hs);
+            fa_xtw(o, dq_acc + (size_t)(q0 / FA_B) * hs * FA_B, FA_K, b, h, k0, nk, dSt, W2);
         }
     }
     // Kt and Vt are done with: they take dK and dV row-major.
@@ -348,21 +640,20 @@ static void fa_backward_kv_block(float *dqkv, float *dq_acc, const float *delta,
 
 // One (b, h, query block): dQ of queries q0..q0+nq-1 over keys 0..q0+nq-1, in the
 // forward's transposed layout (keys × queries, vectors over queries).
-static void fa_backward_q_block(float *dqkv, const float *delta, const float *dout,
-                                const float *qkv, const float *lse, int b, int h, int qb,
-                                int T, int C, int NH) {
-    const int hs = C / NH, q0 = qb * FA_B, nq = imin(FA_B, T - q0);
+static void fa_backward_q_block(float *dqkv, const float *delta, const fa_ops *o,
+                                const float *lse, int b, int h, int qb) {
+    const int T = o->T, C = o->C, NH = o->NH, hs = o->hs, q0 = qb * FA_B, nq = imin(FA_B, T - q0);
     const size_t C3 = 3 * (size_t)C;
     const float scale = 1.0f / sqrtf((float)hs);
-    const float *Q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
-    const float *K = Q + C, *V = Q + 2 * (size_t)C;
-    const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
     const float *lrow = lse + ((size_t)b * NH + h) * T, *drow = delta + ((size_t)b * NH + h) * T;
+    const int hp = o->bf16 ? hs / 2 : 1;
 
     float Qt[hs * FA_B], dOt[hs * FA_B], dQt[hs * FA_B];
     float St[FA_B * FA_B], dSt[FA_B * FA_B], L[FA_B], D[FA_B];
-    pack_transposed(Qt, Q + (size_t)q0 * C3, C3, nq, hs);
-    pack_transposed(dOt, dO + (size_t)q0 * C, C, nq, hs);
+    bf16x2 Q2[hp * FA_B], dO2[hp * FA_B], W2[o->bf16 ? FA_B / 2 * FA_B : 1];
+    const fa_tile q = {Qt, Q2}, dout = {dOt, dO2};
+    fa_pack(o, q, FA_Q, b, h, q0, nq);
+    fa_pack(o, dout, FA_DO, b, h, q0, nq);
     for (int i = 0; i < hs * FA_B; i++) dQt[i] = 0.0f;
     // Padding lanes: q = dO = 0 and L = D = 0 give P = 1, dS = 1·(0 - 0) = 0.
     for (int r = 0; r < FA_B; r++) {
@@ -372,8 +663,8 @@ static void fa_backward_q_block(float *dqkv, const float *delta, const float *do
     const int kend = q0 + nq;
     for (int k0 = 0; k0 < kend; k0 += FA_B) {
         const int nk = imin(FA_B, kend - k0);
-        tile_xyt(St, K + (size_t)k0 * C3, C3, Qt, nk, hs);    // Sᵀ[c][r] = k·q
-        tile_xyt(dSt, V + (size_t)k0 * C3, C3, dOt, nk, hs);  // dPᵀ[c][r] = v·dO
+        fa_xyt(o, St, FA_K, b, h, k0, nk, q);      // Sᵀ[c][r] = k·q
+        fa_xyt(o, dSt, FA_V, b, h, k0, nk, dout);  // dPᵀ[c][r] = v·dO
         for (int c = 0; c < nk; c++) {
             const float *s = St + (size_t)c * FA_B;
             float *ds = dSt + (size_t)c * FA_B;
@@ -381,21 +672,19 @@ static void fa_backward_q_block(float *dqkv, const float *delta, const float *do
             for (int r = 0; r < FA_B; r++) ds[r] = bg_expf(s[r] * scale - L[r]) * (ds[r] - D[r]);
         }
         if (k0 + nk - 1 > q0) mask_keys_by_query(dSt, nk, k0, q0, 0.0f);
-        tile_xtw(dQt, K + (size_t)k0 * C3, C3, dSt, nk, hs);  // dQᵀ += Kᵀ dSᵀ
+        fa_xtw(o, dQt, FA_K, b, h, k0, nk, dSt, W2);  // dQᵀ += Kᵀ dSᵀ
     }
     add_transposed(dq_rows(dqkv, b, h, q0, T, C, hs), C3, Qt, dQt, nq, hs, scale);
 }
 
 // One (b, h), the per-head schedule: every key block in turn, its dQ parts collected
 // in dq_acc (nb tiles of (hs, FA_B)) in the order fa_backward_q_block adds them.
-static void fa_backward_head(float *dqkv, float *dq_acc, const float *delta, const float *dout,
-                             const float *qkv, const float *lse, int b, int h, int T, int C,
-                             int NH) {
-    const int hs = C / NH, nb = (T + FA_B - 1) / FA_B;
+static void fa_backward_head(float *dqkv, float *dq_acc, const float *delta, const fa_ops *o,
+                             const float *lse, int b, int h) {
+    const int T = o->T, C = o->C, hs = o->hs, nb = (T + FA_B - 1) / FA_B;
     const float scale = 1.0f / sqrtf((float)hs);
     for (size_t i = 0; i < (size_t)nb * hs * FA_B; i++) dq_acc[i] = 0.0f;
-    for (int kb = 0; kb < nb; kb++)
-        fa_backward_kv_block(dqkv, dq_acc, delta, dout, qkv, lse, b, h, kb, T, C, NH);
+    for (int kb = 0; kb < nb; kb++) fa_backward_kv_block(dqkv, dq_acc, delta, o, lse, b, h, kb);
     float dQ[hs * FA_B];
     for (int qb = 0; qb < nb; qb++) {
         const int q0 = qb * FA_B, nq = imin(FA_B, T - q0);
@@ -404,20 +693,29 @@ static void fa_backward_head(float *dqkv, float *dq_acc, const float *delta, con
     }
 }
 
-size_t flash_attention_scratch_size(int B, int T, int C, int NH) {
+// The backward's own part of the workspace: delta (B,NH,T), then dQᵀ tiles for every
+// (b, h): (B,NH,nb,hs,FA_B). The rounded copies follow it.
+static size_t fa_backward_floats(int B, int T, int C, int NH) {
     const size_t nb = ((size_t)T + FA_B - 1) / FA_B;
-    // delta (B,NH,T), then dQᵀ tiles for every (b, h): (B,NH,nb,hs,FA_B)
     return (size_t)B * NH * T + (size_t)B * NH * nb * (C / NH) * FA_B;
+}
+
+size_t flash_attention_scratch_size(int B, int T, int C, int NH) {
+    // Words of the rounded copies counted as floats (both are 4 bytes).
+    return fa_backward_floats(B, T, C, NH) + fa_copies_words(B, T, C);
 }
 
 // dout (B,T,C), out (B,T,C) and lse (B,NH,T) from the forward; dqkv (B,T,3C) +=;
 // scratch (flash_attention_scratch_size floats) is workspace.
 void flash_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                              const float *out, const float *lse, int B, int T, int C, int NH) {
+                              const float *out, const float *lse, int B, int T, int C, int NH,
+                              matmul_precision p) {
     BG_ASSERT(C % NH == 0 && C / NH <= FA_MAX_HS);
     const int hs = C / NH, nb = (T + FA_B - 1) / FA_B;
     const long BH = (long)B * NH;
     float *delta = scratch, *dq_acc = scratch + (size_t)B * NH * T;
+    fa_ops o;
+    fa_ops_init(&o, qkv, dout, B, T, C, NH, p, scratch + fa_backward_floats(B, T, C, NH));
     // Per head, each thread gets ceil(BH/P) of B·NH equal tasks, 5 products per block
     // pair; in two passes about BH/P heads' worth of 7 products (the tasks are small
     // enough to balance). The per-head schedule wins when 5·ceil(BH/P) <= 7·BH/P.
@@ -425,38 +723,39 @@ void flash_attention_backward(float *dqkv, float *scratch, const float *dout, co
     const int per_head = 5 * ((BH + P - 1) / P) * P <= 7 * BH;
     #pragma omp parallel
     {
+        fa_round_inputs(&o, B, 1);
         // D = rowsum(dO ∘ O) per (b, h, t): the Σ_c P·dP term of the softmax backward,
         // computed once from the output instead of once per key block.
         #pragma omp for schedule(static)
         for (long bt = 0; bt < (long)B * T; bt++) {
             const int b = (int)(bt / T), t = (int)(bt % T);
             for (int h = 0; h < NH; h++) {
-                const float *o = out + (size_t)bt * C + (size_t)h * hs;
+                const float *y = out + (size_t)bt * C + (size_t)h * hs;
                 const float *g = dout + (size_t)bt * C + (size_t)h * hs;
                 float s = 0.0f;
                 #pragma omp simd reduction(+ : s)
-                for (int d = 0; d < hs; d++) s += o[d] * g[d];
+                for (int d = 0; d < hs; d++) s += y[d] * g[d];
                 delta[((size_t)b * NH + h) * T + t] = s;
             }
         }
         if (per_head) {
             #pragma omp for schedule(dynamic, 1)
             for (long bh = 0; bh < BH; bh++)
-                fa_backward_head(dqkv, dq_acc + (size_t)bh * nb * hs * FA_B, delta, dout, qkv,
-                                 lse, (int)(bh / NH), (int)(bh % NH), T, C, NH);
+                fa_backward_head(dqkv, dq_acc + (size_t)bh * nb * hs * FA_B, delta, &o, lse,
+                                 (int)(bh / NH), (int)(bh % NH));
         } else {
             // Early key blocks are seen by the most queries: they go first.
             #pragma omp for schedule(dynamic, 1)
             for (long task = 0; task < BH * nb; task++) {
                 const long bh = task % BH;
-                fa_backward_kv_block(dqkv, NULL, delta, dout, qkv, lse, (int)(bh / NH),
-                                     (int)(bh % NH), (int)(task / BH), T, C, NH);
+                fa_backward_kv_block(dqkv, NULL, delta, &o, lse, (int)(bh / NH), (int)(bh % NH),
+                                     (int)(task / BH));
             }
             #pragma omp for schedule(dynamic, 1)
             for (long task = 0; task < BH * nb; task++) {
                 const long bh = task % BH;
-                fa_backward_q_block(dqkv, delta, dout, qkv, lse, (int)(bh / NH), (int)(bh % NH),
-                                    nb - 1 - (int)(task / BH), T, C, NH);
+                fa_backward_q_block(dqkv, delta, &o, lse, (int)(bh / NH), (int)(bh % NH),
+                                    nb - 1 - (int)(task / BH));
             }
         }
     }

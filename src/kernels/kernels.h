@@ -157,15 +157,18 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
 
 // The same attention, memory-efficient (FlashAttention): tiled with an online
 // softmax, no T×T matrix anywhere. Caches only lse (B,NH,T), the log-sum-exp of each
-// query row's scaled scores. out (B,T,C) and lse write. hs = C/NH <= 256.
-void flash_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
-                             int NH);
+// query row's scaled scores. out (B,T,C) and lse write. hs = C/NH <= 256. scratch is
+// workspace the caller provides, of flash_attention_scratch_size floats (about 6·B·T·C).
+// p = MATMUL_BF16: the tile products take bf16 operands and add in fp32, as the GEMMs
+// (where the CPU has AVX512-BF16 and hs is even; fp32 otherwise); softmax in fp32.
+void flash_attention_forward(float *out, float *lse, float *scratch, const float *qkv, int B,
+                             int T, int C, int NH, matmul_precision p);
 // dqkv (B,T,3C) +=, recomputing the probabilities from qkv and lse tile by tile;
-// out is the forward's output; scratch is workspace the caller provides, of
-// flash_attention_scratch_size floats (about B·T·C). Results do not depend on the
-// thread count.
+// out is the forward's output; scratch and p as in the forward. Results do not depend
+// on the thread count.
 void flash_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                              const float *out, const float *lse, int B, int T, int C, int NH);
+                              const float *out, const float *lse, int B, int T, int C, int NH,
+                              matmul_precision p);
 size_t flash_attention_scratch_size(int B, int T, int C, int NH);
 
 // ---- loss -------------------------------------------------------------------

@@ -200,7 +200,9 @@ void model_forward(model *m, const int *inputs, const int *targets) {
         norm_forward(c, la->ln1, la->ln1_mean, la->ln1_rstd, la->x, lp->ln1_w, lp->ln1_b, N);
         matmul_forward(la->qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
         if (c->position_embedding == POS_ROPE) rope_forward(la->qkv, a->rope_cos, a->rope_sin, B, T, C, NH);
-        if (a->flash) flash_attention_forward(la->atty, la->att_lse, la->qkv, B, T, C, NH);
+        if (a->flash)
+            flash_attention_forward(la->atty, la->att_lse, a->d_att_scratch, la->qkv, B, T, C, NH,
+                                    m->opt.precision);
         else attention_forward(la->atty, la->att, la->qkv, B, T, C, NH);
         matmul_forward(la->x2, la->atty, lp->o_w, N, C, C);
         vec_add(la->x2, la->x, (size_t)N * C);
@@ -310,7 +312,7 @@ void model_backward(model *m) {
         vec_zero(a->d_qkv, 3 * NC);
         if (a->flash)
             flash_attention_backward(a->d_qkv, a->d_att_scratch, a->d_atty, la->qkv, la->atty,
-                                     la->att_lse, B, T, C, NH);
+                                     la->att_lse, B, T, C, NH, m->opt.precision);
         else
             attention_backward(a->d_qkv, a->d_att_scratch, a->d_atty, la->qkv, la->att, B, T, C, NH);
         if (c->position_embedding == POS_ROPE) rope_backward(a->d_qkv, a->rope_cos, a->rope_sin, B, T, C, NH);

@@ -46,7 +46,7 @@ typedef struct {
     float *d_ln;                // (N,C)
     float *d_qkv;               // (N,3C)
     float *d_atty;              // (N,C)
-    float *d_att_scratch;       // (B,NH,T,T) naive attention, ~(N,C) flash
+    float *d_att_scratch;       // (B,NH,T,T) naive attention; ~6(N,C) flash (forward and backward)
     float *d_ffn_h, *d_ffn_a;   // (N,U), (N,F)
     moe_scratch moe_scr;
 } model_acts;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "kernels/kernels.h"
 #include "test_util.h"
 
@@ -114,9 +115,9 @@ static void test_equal_to_reference(int B, int T, int C, int NH, double std, int
     ref_attention(rout, rlse, rd, ddout, dq, B, T, C, NH);
     for (size_t i = 0; i < nqkv; i++) rd[i] += g0[i];
 
-    flash_attention_forward(out, lse, qkv, B, T, C, NH);
+    flash_attention_forward(out, lse, delta, qkv, B, T, C, NH, MATMUL_FP32);
     memcpy(dqkv, g0, nqkv * sizeof(float));
-    flash_attention_backward(dqkv, delta, dout, qkv, out, lse, B, T, C, NH);
+    flash_attention_backward(dqkv, delta, dout, qkv, out, lse, B, T, C, NH, MATMUL_FP32);
 
     // Tolerances. out is a convex combination of O(std) values: float roundings of
     // the hs-term scores, exp (1e-7) and the T-term sums (the online rescaling adds
@@ -195,9 +196,9 @@ static void test_finite_differences(int B, int T, int C, int NH) {
         c.qkv[i] = x0;
         want[i] = g0[i] + (lp - lm) / 2e-5;
     }
-    flash_attention_forward(out, lse, qkv, B, T, C, NH);
+    flash_attention_forward(out, lse, delta, qkv, B, T, C, NH, MATMUL_FP32);
     memcpy(dqkv, g0, nqkv * sizeof(float));
-    flash_attention_backward(dqkv, delta, w, qkv, out, lse, B, T, C, NH);
+    flash_attention_backward(dqkv, delta, w, qkv, out, lse, B, T, C, NH, MATMUL_FP32);
     // As for the naive kernel in test_kernels_grad.c: O(1) gradients after ~20
     // float roundings, 1e-5; these T are small enough to keep that bound.
     char what[96];
@@ -215,7 +216,7 @@ static void test_finite_differences(int B, int T, int C, int NH) {
 // first schedule and three and four the second, so this also checks that the two
 // schedules give bitwise the same gradients.
 
-static void test_threads(int B, int T, int C, int NH) {
+static void test_threads(int B, int T, int C, int NH, matmul_precision p) {
     const size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     float *qkv = falloc(nqkv), *dout = falloc(no),
           *delta = falloc(flash_attention_scratch_size(B, T, C, NH));
@@ -227,18 +228,83 @@ static void test_threads(int B, int T, int C, int NH) {
     for (int k = 0; k < 4; k++) {
         out[k] = falloc(no), lse[k] = falloc(nl), dqkv[k] = falloc(nqkv);
         omp_set_num_threads(k + 1);
-        flash_attention_forward(out[k], lse[k], qkv, B, T, C, NH);
-        flash_attention_backward(dqkv[k], delta, dout, qkv, out[k], lse[k], B, T, C, NH);
+        flash_attention_forward(out[k], lse[k], delta, qkv, B, T, C, NH, p);
+        flash_attention_backward(dqkv[k], delta, dout, qkv, out[k], lse[k], B, T, C, NH, p);
     }
     omp_set_num_threads(saved);
     for (int k = 1; k < 4; k++) {
-        TU_CHECK(!memcmp(out[0], out[k], no * sizeof(float)), "out differs, 1 vs %d threads", k + 1);
-        TU_CHECK(!memcmp(lse[0], lse[k], nl * sizeof(float)), "lse differs, 1 vs %d threads", k + 1);
-        TU_CHECK(!memcmp(dqkv[0], dqkv[k], nqkv * sizeof(float)), "dqkv differs, 1 vs %d threads",
+        const char *pn = matmul_precision_name(p);
+        TU_CHECK(!memcmp(out[0], out[k], no * sizeof(float)), "%s out differs, 1 vs %d threads", pn,
                  k + 1);
+        TU_CHECK(!memcmp(lse[0], lse[k], nl * sizeof(float)), "%s lse differs, 1 vs %d threads", pn,
+                 k + 1);
+        TU_CHECK(!memcmp(dqkv[0], dqkv[k], nqkv * sizeof(float)), "%s dqkv differs, 1 vs %d threads",
+                 pn, k + 1);
     }
     for (int k = 0; k < 4; k++) free(out[k]), free(lse[k]), free(dqkv[k]);
     free(qkv), free(dout), free(delta);
+}
+
+// ---- 5: bf16 tile products --------------------------------------------------------------
+
+static float round_bf16(float x) { return bg_bf16_to_f32(bg_f32_to_bf16(x)); }
+
+// The largest |a - b| over n values, relative to the largest |b|.
+static double rel_max_err(const float *a, const double *b, size_t n) {
+    double e = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        e = fmax(e, fabs(a[i] - b[i]));
+        m = fmax(m, fabs(b[i]));
+    }
+    return m > 0 ? e / m : e;
+}
+
+// Under MATMUL_BF16 the products read qkv and dout rounded to bf16, and P and dS
+// rounded as operands. Against the double reference on the rounded inputs, what is
+// left is the rounding of P and dS (2^-9 relative each) in sums of up to T terms:
+// errors measured at 8e-4 to 2e-3 of the largest value, lse's at 2e-7 (its scores are
+// exact products of the rounded inputs summed in fp32); the bounds are 1e-2 (out,
+// dqkv) and 1e-5 (lse). A layout or pairing bug errs by O(1). Where the build has AVX512-BF16 and
+// hs is even, the results must also differ from the fp32 tiles' (the path ran).
+static void test_bf16(int B, int T, int C, int NH, double std, int growing) {
+    const size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    const size_t nscr = flash_attention_scratch_size(B, T, C, NH);
+    float *qkv = falloc(nqkv), *dout = falloc(no), *scr = falloc(nscr), *out = falloc(no),
+          *lse = falloc(nl), *dqkv = falloc(nqkv), *out32 = falloc(no), *lse32 = falloc(nl),
+          *dqkv32 = falloc(nqkv);
+    tu_seed(3000 + T + C);
+    fill_qkv(qkv, B, T, C, std, growing);
+    tu_fill_normal(dout, no, 1.0);
+    for (size_t i = 0; i < nqkv; i++) qkv[i] = round_bf16(qkv[i]);
+    for (size_t i = 0; i < no; i++) dout[i] = round_bf16(dout[i]);
+    double *dq = dalloc(nqkv), *ddout = dalloc(no), *rout = dalloc(no), *rlse = dalloc(nl),
+           *rd = dalloc(nqkv);
+    to_double(dq, qkv, nqkv);
+    to_double(ddout, dout, no);
+    ref_attention(rout, rlse, rd, ddout, dq, B, T, C, NH);
+
+    tu_fill_normal(scr, nscr, 100.0);
+    flash_attention_forward(out, lse, scr, qkv, B, T, C, NH, MATMUL_BF16);
+    flash_attention_backward(dqkv, scr, dout, qkv, out, lse, B, T, C, NH, MATMUL_BF16);
+    flash_attention_forward(out32, lse32, scr, qkv, B, T, C, NH, MATMUL_FP32);
+    flash_attention_backward(dqkv32, scr, dout, qkv, out32, lse32, B, T, C, NH, MATMUL_FP32);
+
+    const double eo = rel_max_err(out, rout, no), el = rel_max_err(lse, rlse, nl),
+                 ed = rel_max_err(dqkv, rd, nqkv);
+    printf("  bf16 B=%d T=%d C=%d NH=%d: max error / max value: out %.2e, lse %.2e, dqkv %.2e\n",
+           B, T, C, NH, eo, el, ed);
+    TU_CHECK(eo < 1e-2, "bf16 out vs reference T=%d C=%d NH=%d: %.3g", T, C, NH, eo);
+    TU_CHECK(el < 1e-5, "bf16 lse vs reference T=%d C=%d NH=%d: %.3g", T, C, NH, el);
+    TU_CHECK(ed < 1e-2, "bf16 dqkv vs reference T=%d C=%d NH=%d: %.3g", T, C, NH, ed);
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    if ((C / NH) % 2 == 0) {
+        TU_CHECK(memcmp(out, out32, no * sizeof(float)), "bf16 out equals fp32's: path not taken");
+        TU_CHECK(memcmp(dqkv, dqkv32, nqkv * sizeof(float)), "bf16 dqkv equals fp32's: path not taken");
+    }
+#endif
+    free(dq), free(ddout), free(rout), free(rlse), free(rd);
+    free(qkv), free(dout), free(scr), free(out), free(lse), free(dqkv), free(out32), free(lse32),
+        free(dqkv32);
 }
 
 int main(void) {
@@ -257,7 +323,18 @@ int main(void) {
     test_equal_to_reference(1, 70, 256, 1, 1.0, 1);   // hs 256, the largest supported
     test_finite_differences(2, 5, 12, 3);
     test_finite_differences(1, 67, 10, 2);  // crosses a block boundary
-    test_threads(2, 150, 24, 3);  // B·NH = 6
-    test_threads(1, 150, 24, 2);  // B·NH = 2
+    test_threads(2, 150, 24, 3, MATMUL_FP32);  // B·NH = 6
+    test_threads(1, 150, 24, 2, MATMUL_FP32);  // B·NH = 2
+    test_threads(2, 150, 24, 3, MATMUL_BF16);
+    test_threads(1, 151, 24, 2, MATMUL_BF16);  // odd T: the last token pair has one token
+    // bf16 needs an even hs (odd ones take the fp32 tiles); odd T and partial blocks
+    // exercise the padded pairs.
+    test_bf16(2, 5, 12, 3, 1.0, 0);     // hs 4
+    test_bf16(1, 67, 20, 2, 1.0, 0);    // hs 10: a 2-pair remainder of the 4-wide blocks
+    test_bf16(2, 130, 36, 3, 1.0, 0);   // hs 12
+    test_bf16(1, 200, 66, 3, 1.5, 1);   // hs 22, growing scores
+    test_bf16(1, 300, 256, 4, 1.0, 0);  // M1's hs 64
+    test_bf16(1, 129, 256, 1, 1.0, 1);  // hs 256
+    test_bf16(1, 77, 15, 3, 1.0, 0);    // hs 5: the fp32 tiles under bf16
     return tu_finish("kernels/test_flash_attention");
 }
