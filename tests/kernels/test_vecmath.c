@@ -36,6 +36,9 @@ static void check_shifted_sum(int n) {
     tu_seed(7 + n);
     for (int i = 0; i < n; i++) x[i] = (float)(tu_uniform() * 200.0 - 120.0);  // past both clamps
     if (n > 3) x[1] = NAN, x[2] = -INFINITY, x[3] = INFINITY;
+    // NaNs with payloads, one signalling: their bf16 forms keep the top payload bits.
+    const uint32_t payloads[3] = {0x7fc12345u, 0xffa0f00du, 0x7f800001u};
+    for (int k = 0; k < 3 && 40 + 20 * k < n; k++) memcpy(&x[40 + 20 * k], &payloads[k], sizeof(float));
     const float shift = 3.25f;
     bg_exp_shifted_sum(e, x, shift, n);
     int bad = 0;
