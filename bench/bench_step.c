@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
     double med = times[steps / 2];
     double flops = model_flops_per_token(&cfg, T) * N;
     double achieved = flops / med / 1e9;
-    const char *peak_name = bf16 ? "AVX512-BF16 dot-product" : "AVX-512 FMA";
+    const char *peak_name = bf16 ? "AVX512-BF16 dot-product" : peak_fma_name();
     printf("machine (%d threads): %s peak %.1f GFLOP/s | oneDNN %s GEMM 2048^3 %.1f GFLOP/s\n",
            threads, peak_name, peak, bf16 ? "bf16" : "f32", gemm);
     printf("model %s (%s): %.1fM params, batch %d x %d, %.1f GFLOP per step\n", config, dtype,

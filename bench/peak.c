@@ -9,20 +9,35 @@
 #include "kernels/kernels.h"
 
 #if defined(__AVX512F__)
+#define PEAK_NAME "AVX-512 FMA"
 #define VEC __m512
 #define VLEN 16
 #define SET1 _mm512_set1_ps
 #define FMA _mm512_fmadd_ps
 #define ADD _mm512_add_ps
 #define STORE _mm512_storeu_ps
-#else
+#elif defined(__AVX2__) && defined(__FMA__)
+#define PEAK_NAME "AVX2 FMA"
 #define VEC __m256
 #define VLEN 8
 #define SET1 _mm256_set1_ps
 #define FMA _mm256_fmadd_ps
 #define ADD _mm256_add_ps
 #define STORE _mm256_storeu_ps
+#else
+// A build for the baseline ISA (BG_NATIVE=OFF): GCC vector extensions, a·b + c in two
+// instructions where the target has no FMA, still two flops a lane.
+typedef float vec8 __attribute__((vector_size(32)));
+#define PEAK_NAME "baseline vector mul+add"
+#define VEC vec8
+#define VLEN 8
+#define SET1(x) ((vec8){0} + (float)(x))
+#define FMA(a, b, c) ((a) * (b) + (c))
+#define ADD(a, b) ((a) + (b))
+#define STORE(p, v) __builtin_memcpy((p), &(v), sizeof(vec8))
 #endif
+
+const char *peak_fma_name(void) { return PEAK_NAME; }
 
 // 12 independent accumulators: > latency (4) x FMA ports (2), with margin.
 static double fma_block(long iters, float *sink) {

@@ -183,7 +183,7 @@ for m in models:
         best.append([m.upper(), d, ms(bmin), ms(tmin), ratio(tmin, bmin)])
         if b:  # the peaks each run measured: FMA and f32 GEMM in fp32 runs, bf16 ones in bf16 runs
             peaks = (f"bf16 dot-product peak {b['bf16peak']} GFLOP/s, oneDNN bf16 GEMM {b['gemm']} GFLOP/s"
-                     if d == "bf16" else f"AVX-512 FMA peak {b['fma']} GFLOP/s, oneDNN f32 GEMM {b['gemm']} GFLOP/s")
+                     if d == "bf16" else f"FMA peak {b['fma']} GFLOP/s, oneDNN f32 GEMM {b['gemm']} GFLOP/s")
             seen_libs[m] = (seen_libs[m] + "; " if m in seen_libs else
                             f"{m.upper()}: measured by bench_step in its runs ({threads} threads): ") + f"{d}: {peaks}"
         for kind, p in (("default", pd), ("tuned", pt)):
