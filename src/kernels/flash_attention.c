@@ -82,31 +82,31 @@ typedef struct {
     bf16x2 *qkv2, *qkvi, *dout2, *douti;
 } fa_ops;
 
+// The row width of src's tensor (3C for qkv, C for dout) and the column where head h's
+// slice of src starts: the same for the fp32 rows and both rounded copies.
+static size_t fa_width(const fa_ops *o, fa_src s) { return (s == FA_DO ? 1 : 3) * (size_t)o->C; }
+static size_t fa_col(const fa_ops *o, fa_src s, int h) {
+    return (s == FA_DO ? 0 : (size_t)s * o->C) + (size_t)h * o->hs;
+}
+
 // Rows r0.. of src for head h of batch b: fp32 (stride *ld floats).
 static const float *fa_rows(const fa_ops *o, fa_src s, int b, int h, int r0, size_t *ld) {
-    if (s == FA_DO) {
-        *ld = (size_t)o->C;
-        return o->dout + ((size_t)b * o->T + r0) * o->C + (size_t)h * o->hs;
-    }
-    *ld = 3 * (size_t)o->C;
-    return o->qkv + ((size_t)b * o->T + r0) * *ld + (size_t)s * o->C + (size_t)h * o->hs;
+    *ld = fa_width(o, s);
+    return (s == FA_DO ? o->dout : o->qkv) + ((size_t)b * o->T + r0) * *ld + fa_col(o, s, h);
 }
 
 // The same rows as channel pairs (stride *ld pairs).
 static const bf16x2 *fa_rows2(const fa_ops *o, fa_src s, int b, int h, int r0, size_t *ld) {
-    const size_t w = s == FA_DO ? (size_t)o->C : 3 * (size_t)o->C;
-    const bf16x2 *base = s == FA_DO ? o->dout2 : o->qkv2;
-    *ld = w / 2;
-    return base + ((size_t)b * o->T + r0) * (w / 2) + ((s == FA_DO ? 0 : (size_t)s * o->C) + (size_t)h * o->hs) / 2;
+    *ld = fa_width(o, s) / 2;
+    return (s == FA_DO ? o->dout2 : o->qkv2) + ((size_t)b * o->T + r0) * *ld + fa_col(o, s, h) / 2;
 }
 
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+#if FA_HAVE_BF16
 // The same rows interleaved in token pairs (r0 even; stride *ld words per pair).
 static const bf16x2 *fa_rows_interleaved(const fa_ops *o, fa_src s, int b, int h, int r0, size_t *ld) {
-    const size_t w = s == FA_DO ? (size_t)o->C : 3 * (size_t)o->C;
-    const bf16x2 *base = s == FA_DO ? o->douti : o->qkvi;
-    *ld = w;
-    return base + ((size_t)b * ((o->T + 1) / 2) + r0 / 2) * w + (s == FA_DO ? 0 : (size_t)s * o->C) + (size_t)h * o->hs;
+    *ld = fa_width(o, s);
+    return (s == FA_DO ? o->douti : o->qkvi) + ((size_t)b * ((o->T + 1) / 2) + r0 / 2) * *ld +
+           fa_col(o, s, h);
 }
 #endif
 
@@ -132,7 +132,7 @@ static void fa_pack(const fa_ops *o, fa_tile y, fa_src s, int b, int h, int r0, 
 static void fa_xyt(const fa_ops *o, float *A, fa_src s, int b, int h, int r0, int n, fa_tile y) {
     size_t ld;
     if (o->bf16) {
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+#if FA_HAVE_BF16
         const bf16x2 *x = fa_rows2(o, s, b, h, r0, &ld);
         tile_xyt_bf16(A, x, ld, y.p, n, o->hs / 2);
 #endif
@@ -148,7 +148,7 @@ static void fa_xtw(const fa_ops *o, float *Zt, fa_src s, int b, int h, int r0, i
                    const float *W, bf16x2 *w2) {
     size_t ld;
     if (o->bf16) {
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+#if FA_HAVE_BF16
         round_row_pairs(w2, W, n);
         const bf16x2 *x = fa_rows_interleaved(o, s, b, h, r0, &ld);
         tile_xtw_bf16(Zt, x, ld, w2, (n + 1) / 2, o->hs);
@@ -179,8 +179,11 @@ static void fa_ops_init(fa_ops *o, const float *qkv, const float *dout, int B, i
 // The words fa_ops_init may use: (B·(T+1))·(3C/2 + 3C/2 + C/2 + C/2) = B·(T+1)·4C.
 static size_t fa_copies_words(int B, int T, int C) { return (size_t)B * (T + 1) * 4 * (size_t)C; }
 
+// The backward rounds qkv again although its layer's forward did: the workspace is
+// shared by all layers, and keeping each layer's copies would hold a second qkv per
+// layer (measured cost of the second rounding: ~2 ms of a 710 ms M1 step).
 static void fa_round_inputs(const fa_ops *o, int B, int with_dout) {
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+#if FA_HAVE_BF16
     if (!o->bf16) return;
     round_copies(o->qkv2, o->qkvi, o->qkv, B, o->T, 3 * o->C);
     if (with_dout) round_copies(o->dout2, o->douti, o->dout, B, o->T, o->C);

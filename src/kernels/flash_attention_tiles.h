@@ -139,7 +139,7 @@ static void pack_transposed(float *restrict Yt, const float *restrict src, size_
 typedef uint32_t bf16x2;
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-enum { FA_HAVE_BF16 = 1 };
+#define FA_HAVE_BF16 1  // a macro, for the #if around the code that calls these
 
 // a[r][j] += xs[r] · row[16j .. 16j+15] as pair dot products: tile_rank1_4x4 over two
 // reduction indices at once.
@@ -267,7 +267,7 @@ static void round_copies(bf16x2 *x2, bf16x2 *xi, const float *x, int B, int T, i
     }
 }
 #else
-enum { FA_HAVE_BF16 = 0 };
+#define FA_HAVE_BF16 0
 #endif
 
 // Y2 (hp rows of FA_B pairs) = n rows of hp pairs (row stride ld), transposed; pairs
