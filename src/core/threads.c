@@ -8,8 +8,10 @@ void bg_threads_set(int n) {
 
 int bg_threads_get(void) { return omp_get_max_threads(); }
 
+int bg_serial_here(void) { return omp_in_parallel() || omp_get_max_threads() == 1; }
+
 void bg_parallel_ranges(size_t n, void (*body)(void *ctx, size_t i0, size_t i1), void *ctx) {
-    if (omp_in_parallel()) {
+    if (bg_serial_here()) {
         if (n) body(ctx, 0, n);
         return;
     }

@@ -1,18 +1,16 @@
 // Rounding GEMM operands to 16-bit floats for mixed precision (matmul.c, and the
 // producers that write their outputs as operands). Memory-bound streams, threaded
-// above the size where starting the team pays (as elementwise.c), and not inside a
-// parallel region (concurrent GEMMs): a nested team gains nothing and libgomp
-// allocates every one.
+// above the size where starting the team pays (as elementwise.c), and not where
+// bg_serial_here (inside the concurrent GEMMs' region, or with one thread).
 #include "kernels/kernels.h"
 
-#include <omp.h>
-
 #include "core/half.h"
+#include "core/threads.h"
 
 #define PRECISION_PARALLEL_MIN 32768
 
 void cast_f32_to_bf16(uint16_t *out, const float *in, size_t n) {
-    if (n < PRECISION_PARALLEL_MIN || omp_in_parallel()) {
+    if (n < PRECISION_PARALLEL_MIN || bg_serial_here()) {
         for (size_t i = 0; i < n; i++) out[i] = bg_f32_to_bf16(in[i]);
         return;
     }
@@ -21,7 +19,7 @@ void cast_f32_to_bf16(uint16_t *out, const float *in, size_t n) {
 }
 
 void round_f32_to_f16(float *out, const float *in, size_t n) {
-    if (n < PRECISION_PARALLEL_MIN || omp_in_parallel()) {
+    if (n < PRECISION_PARALLEL_MIN || bg_serial_here()) {
         for (size_t i = 0; i < n; i++) out[i] = bg_round_f16(in[i]);
         return;
     }
