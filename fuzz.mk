@@ -12,8 +12,8 @@ FUZZ_CC ?= clang
 FUZZ_CFLAGS = -std=c11 -g -O1 -Wall -Wextra -D_GNU_SOURCE -Isrc -fno-omit-frame-pointer \
 	-fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_LIBS = -lcjson -lxxhash -lm
-FUZZ_ST_SOURCES = src/train/safetensors_read.c src/train/safetensors_write.c \
-	src/train/safetensors_dtype.c src/train/safetensors_text.c src/core/error.c
+FUZZ_ST_SOURCES = src/io/safetensors_read.c src/io/safetensors_write.c \
+	src/io/safetensors_dtype.c src/io/safetensors_text.c src/core/error.c
 
 .PHONY: fuzz-setup fuzz-safetensors fuzz-clean
 
@@ -32,10 +32,10 @@ fuzz-setup:
 	fi
 	@rm -f $(FUZZ_DIR)/probe.c $(FUZZ_DIR)/probe
 
-$(FUZZ_DIR)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c $(FUZZ_ST_SOURCES) src/train/safetensors.h | fuzz-setup
+$(FUZZ_DIR)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c $(FUZZ_ST_SOURCES) src/io/safetensors.h | fuzz-setup
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer tests/fuzz/fuzz_safetensors.c $(FUZZ_ST_SOURCES) $(FUZZ_LIBS) -o $@
 
-$(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(FUZZ_ST_SOURCES) src/train/safetensors.h | fuzz-setup
+$(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(FUZZ_ST_SOURCES) src/io/safetensors.h | fuzz-setup
 	$(FUZZ_CC) $(FUZZ_CFLAGS) tests/fuzz/make_seeds.c $(FUZZ_ST_SOURCES) $(FUZZ_LIBS) -o $@
 
 fuzz-safetensors: $(FUZZ_DIR)/fuzz_safetensors $(FUZZ_DIR)/make_seeds

@@ -6,7 +6,7 @@
 // --rows: token rows each rank sends, spread evenly over the EP ranks (a balanced
 // router); --width: floats per row (the hidden size).
 #include "core/timer.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 
 #include <stdio.h>
 #include <stdlib.h>

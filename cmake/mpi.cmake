@@ -1,4 +1,4 @@
-# MPI: the distributed engine (src/dist/). Without it the build uses dist/'s
+# MPI: the distributed engine (src/comm/). Without it the build uses dist/'s
 # single-process communicator, so `bagualu` still runs on one machine.
 find_package(MPI COMPONENTS C QUIET)
 option(BG_MPI "communicate over MPI (else a single-process communicator)" ${MPI_C_FOUND})

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "kernels/kernels.h"
 
 typedef struct {

@@ -1,6 +1,6 @@
 #include "model/model.h"
 #include "core/error.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "kernels/kernels.h"
 #include "train/grad_norm.h"
 

@@ -3,7 +3,7 @@
 // The decoder-only MoE transformer: forward is a straight list of layer calls,
 // backward the same list reversed.
 #include "core/arena.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
 #include "model/params.h"

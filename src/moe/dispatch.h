@@ -2,7 +2,7 @@
 #define BG_MOE_DISPATCH_H
 // Dropless dispatcher on one rank: plan, permute into expert-contiguous rows, and
 // combine the expert outputs back with the gate weights. The expert-parallel exchange
-// (dist/) slots in between permute and the experts without changing either side.
+// (comm/) slots in between permute and the experts without changing either side.
 
 // Stable counting sort of the N·k (token, slot) assignments by expert. The rows of
 // expert e are [offsets[e], offsets[e+1]) and hold its assignments in increasing token

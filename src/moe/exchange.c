@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 
 void moe_exchange_plan(moe_acts *acts, const moe_shape *s) {
     const moe_parallel *par = s->par;

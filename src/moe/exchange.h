@@ -1,7 +1,7 @@
 #ifndef BG_MOE_EXCHANGE_H
 #define BG_MOE_EXCHANGE_H
 // The expert-parallel part of the dispatcher: between permute and the experts,
-// rows travel to the rank owning their expert and back (dist/ all-to-all-v).
+// rows travel to the rank owning their expert and back (comm/ all-to-all-v).
 //
 // A rank's permuted rows are sorted by global expert, and each rank owns a
 // contiguous range of experts, so the rows bound for rank q are one contiguous

@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "kernels/kernels.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "moe/dispatch.h"
 #include "moe/exchange.h"
 #include "moe/experts.h"

@@ -2,9 +2,9 @@
 #include "core/error.h"
 #include "core/text_file.h"
 #include "model/config.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "train/checkpoint_gather.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 
 void ckpt_full_free(ckpt_full_state *full) {
     param_table_free(&full->table);

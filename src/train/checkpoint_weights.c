@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "train/checkpoint.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 static int is_file(const char *dir, const char *name) {
     char path[4096 + 64];

@@ -21,7 +21,7 @@
 //       layer_norm_epsilon, activation_function "gelu_new" (GELU, tanh approximation)
 // Dropout rates are written as 0: bagualu trains without dropout.
 #include "model/config.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 typedef enum { HF_MIXTRAL = 0, HF_GPT2 = 1 } hf_layout;
 

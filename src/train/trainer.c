@@ -4,7 +4,7 @@
 #include "train/checkpoint.h"
 #include "core/threads.h"
 #include "core/timer.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "train/grad_norm.h"
 #include "train/metrics.h"
 #include "train/schedule.h"

@@ -12,7 +12,7 @@
 //   - writing the table back out and reading that gives the same tensors, bytes and metadata.
 #include "core/error.h"
 #include "core/half.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 #include <math.h>
 #include <stdint.h>

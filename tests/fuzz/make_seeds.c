@@ -3,7 +3,7 @@
 // floats) and a few hand-made ones the writer would not produce (unsorted header, pretty JSON,
 // escapes). Mutating valid files reaches deeper checks than random bytes would.
 #include "core/error.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -26,7 +26,7 @@
 #include "model/model.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 #include "train/trainer.h"
 
 #include <errno.h>

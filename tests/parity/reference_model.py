@@ -54,7 +54,7 @@ DT = torch.float64
 # margin, and `mutants` shows that plausible formula mistakes land far above it.
 TOL = 1e-4
 
-# ---- safetensors (format: src/train/safetensors.h) ----------------------------------
+# ---- safetensors (format: src/io/safetensors.h) ----------------------------------
 
 _NP_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
               "U8": "u1", "I8": "i1", "I16": "<i2", "U16": "<u2", "BOOL": "?"}

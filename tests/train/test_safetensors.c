@@ -4,7 +4,7 @@
 // Comparisons are exact: nothing here is computed, only stored and converted.
 #include "core/error.h"
 #include "core/half.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 #include <cjson/cJSON.h>

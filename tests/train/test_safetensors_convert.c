@@ -2,7 +2,7 @@
 // Exact checks only (no tolerance): every conversion has one correct IEEE 754 answer
 // under round-to-nearest-even, and the widening directions are exact.
 #include "core/half.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 #include <float.h>

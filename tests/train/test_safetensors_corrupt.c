@@ -1,7 +1,7 @@
 // Corrupt safetensors files and failing writes: each gives BG_ERR and one message that
 // names the file and, where there is one, the tensor — never a crash or a wrong tensor.
 #include "core/error.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 #include <errno.h>

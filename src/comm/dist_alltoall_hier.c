@@ -22,7 +22,7 @@
 // for every chunk — and leaders post X and S for chunk k only after chunk k-1, as MPI
 // requires collectives on a communicator to be issued in the same order everywhere.
 #ifdef BG_HAVE_MPI
-#include "dist/dist_impl.h"
+#include "comm/dist_impl.h"
 
 #include <limits.h>
 #include <string.h>

@@ -7,10 +7,10 @@
 #include <math.h>
 
 static float value_f32(int rank, size_t i) {
-    return dist_test_value(rank, i, 7, 0) * (float)(1 + i % 13);
+    return comm_test_value(rank, i, 7, 0) * (float)(1 + i % 13);
 }
 static double value_f64(int rank, size_t i) {
-    return (double)dist_test_value(rank, i, 8, 0) * 1e-3 * (double)(i % 7 + 1);
+    return (double)comm_test_value(rank, i, 8, 0) * 1e-3 * (double)(i % 7 + 1);
 }
 
 static void check_f32(dist_comm *c, size_t n, size_t bucket_bytes) {
@@ -122,7 +122,7 @@ static void run_suite(dist_comm *c) {
 }
 
 int main(int argc, char **argv) {
-    dist_test_args a = dist_test_start(&argc, &argv);
+    comm_test_args a = comm_test_start(&argc, &argv);
     dist_comm *world = dist_comm_world(a.ranks_per_node);
     run_suite(world);
     // Gradient groups of the layout: dense over the world, experts over EDP groups.
@@ -135,7 +135,7 @@ int main(int argc, char **argv) {
         run_suite(L.ep_comm);
         dist_layout_free(&L);
     }
-    int rc = dist_test_finish(world, "dist/test_allreduce");
+    int rc = comm_test_finish(world, "comm/test_allreduce");
     dist_comm_free(world);
     dist_finalize();
     return rc;

@@ -3,7 +3,7 @@
 #ifdef BG_HAVE_MPI
 #include <stdlib.h>
 #include "core/timer.h"
-#include "dist/dist_impl.h"
+#include "comm/dist_impl.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
 // handle (flat chunks here; hierarchical chunks in dist_alltoall_hier.c).
 #ifdef BG_HAVE_MPI
 #include "core/timer.h"
-#include "dist/dist_impl.h"
+#include "comm/dist_impl.h"
 
 #include <limits.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 // The text rule of safetensors headers (shared by the reader and the writer): UTF-8.
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 size_t st_utf8_invalid_at(const uint8_t *s, size_t n, int allow_control) {
     size_t i = 0;

@@ -7,7 +7,7 @@
 // Failure policy: a communication error is not recoverable in a training step, so
 // every MPI call runs under MPI_ERRORS_RETURN and a failed call prints one line naming
 // the operation and aborts the whole job (MPI_Abort). When a rank dies (SIGKILL),
-// OpenMPI's launcher tears the job down and mpirun exits non-zero; tests/dist/
+// OpenMPI's launcher tears the job down and mpirun exits non-zero; tests/comm/
 // test_kill.sh checks that this happens within 60 s.
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 // The BaGuaLu layout: world, expert-parallel, expert-data-parallel and node-local
 // communicators (groups described in dist.h). Backend-independent: it only splits.
-#include "dist/dist_impl.h"
+#include "comm/dist_impl.h"
 
 #include <string.h>
 

@@ -9,7 +9,7 @@
 # more. A fixed layout is bitwise reproducible run to run.
 . "$(dirname "$0")/dist_launch.sh"
 dist_have_mpi || exit 0
-PROG=$DIST_BIN_DIR/dist_test_model_layout
+PROG=$DIST_BIN_DIR/comm_test_model_layout
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 pass=0; fail=0

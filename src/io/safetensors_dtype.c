@@ -1,6 +1,6 @@
 // safetensors dtypes: names and sizes (the fp32 <-> bf16/fp16 conversions used on read
 // and write are core/half.h's).
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 // Single-process backend, for builds without MPI: a world of one rank. Every
-// collective is a copy or nothing, so the code above dist/ runs unchanged.
+// collective is a copy or nothing, so the code above comm/ runs unchanged.
 #ifndef BG_HAVE_MPI
-#include "dist/dist_impl.h"
+#include "comm/dist_impl.h"
 
 #include <string.h>
 

@@ -10,7 +10,7 @@
 #include "core/timer.h"
 
 int main(int argc, char **argv) {
-    dist_test_args a = dist_test_start(&argc, &argv);
+    comm_test_args a = comm_test_start(&argc, &argv);
     dist_comm *world = dist_comm_world(a.ranks_per_node);
     int P = dist_size(world), me = dist_rank(world);
     const size_t width = 256;
@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
     free(recv);
     free(grad);
     free(counts);
-    int rc = dist_test_finish(world, "dist/test_kill_exchange");
+    int rc = comm_test_finish(world, "comm/test_kill_exchange");
     dist_comm_free(world);
     dist_finalize();
     return P > 1 ? 1 : rc;  // surviving the kill would be the failure

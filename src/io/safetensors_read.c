@@ -1,7 +1,7 @@
 // safetensors reader: maps a file, validates the whole header against the file (see the
 // format and the list of checks in safetensors.h), then serves tensors by name.
 #include "core/half.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 #include "core/error.h"
 

@@ -2,7 +2,7 @@
 // and every tensor through write(2), checking each call, and fsyncs. The XXH64 of the bytes
 // is computed on the way so the caller can record it without reading the file back.
 #include "core/half.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 #include "core/error.h"
 

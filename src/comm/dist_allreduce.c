@@ -11,7 +11,7 @@
 // MPI's algorithms. Bytes moved per rank: 2 (P-1)/P of the buffer, as a ring all-reduce.
 #ifdef BG_HAVE_MPI
 #include "core/timer.h"
-#include "dist/dist_impl.h"
+#include "comm/dist_impl.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # When one rank dies by SIGKILL mid-exchange, the job must end non-zero within 60 s
-# on every surviving rank — never hang. (dist_test_kill_exchange makes rank 1 kill itself.)
+# on every surviving rank — never hang. (comm_test_kill_exchange makes rank 1 kill itself.)
 . "$(dirname "$0")/dist_launch.sh"
 dist_have_mpi || exit 0
 LOG=$(mktemp)
@@ -9,7 +9,7 @@ pass=0; fail=0
 for np in 2 4; do
   start=$(date +%s)
   # timeout exits 124 if mpirun is still running at 60 s: that is the hang we forbid.
-  timeout 60 "${DIST_MPIRUN[@]}" -np $np "$DIST_BIN_DIR/dist_test_kill_exchange" --ranks-per-node 2 >"$LOG" 2>&1
+  timeout 60 "${DIST_MPIRUN[@]}" -np $np "$DIST_BIN_DIR/comm_test_kill_exchange" --ranks-per-node 2 >"$LOG" 2>&1
   rc=$?
   secs=$(( $(date +%s) - start ))
   if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $secs -lt 60 ] && grep -q "raising SIGKILL" "$LOG"; then

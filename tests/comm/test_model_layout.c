@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "model/model.h"
 #include "test_util.h"
 #include "train/adamw.h"

@@ -20,13 +20,13 @@ run() {  # run NP PROGRAM ARGS...
   fi
 }
 for np in 1 2 3 4; do
-  run $np dist_test_layout
-  run $np dist_test_layout --ranks-per-node 2
-  run $np dist_test_alltoall --ranks-per-node 1   # every rank its own node
-  run $np dist_test_allreduce --ranks-per-node 2
+  run $np comm_test_layout
+  run $np comm_test_layout --ranks-per-node 2
+  run $np comm_test_alltoall --ranks-per-node 1   # every rank its own node
+  run $np comm_test_allreduce --ranks-per-node 2
 done
-run 3 dist_test_alltoall --ranks-per-node 2   # nodes {0,1} {2}: uneven nodes
-run 4 dist_test_alltoall --ranks-per-node 2   # two nodes of two: the BaGuaLu case
-run 4 dist_test_alltoall                      # the real node: hierarchy degenerates to flat
+run 3 comm_test_alltoall --ranks-per-node 2   # nodes {0,1} {2}: uneven nodes
+run 4 comm_test_alltoall --ranks-per-node 2   # two nodes of two: the BaGuaLu case
+run 4 comm_test_alltoall                      # the real node: hierarchy degenerates to flat
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -46,12 +46,12 @@ static void exchange_make(exchange *x, dist_comm *c, size_t width, int max_rows,
     for (int j = 0; j < n; j++)
         for (int t = 0; t < x->send_counts[j]; t++, at++)
             for (size_t f = 0; f < width; f++)
-                x->send[at * width + f] = dist_test_value(me, j, t, f + seed);
+                x->send[at * width + f] = comm_test_value(me, j, t, f + seed);
     at = 0;
     for (int i = 0; i < n; i++)
         for (int t = 0; t < x->recv_counts[i]; t++, at++)
             for (size_t f = 0; f < width; f++)
-                x->want[at * width + f] = dist_test_value(i, me, t, f + seed);
+                x->want[at * width + f] = comm_test_value(i, me, t, f + seed);
 }
 
 static void exchange_free(exchange *x) {
@@ -237,7 +237,7 @@ static void run_suite(dist_comm *c, const char *where) {
 }
 
 int main(int argc, char **argv) {
-    dist_test_args a = dist_test_start(&argc, &argv);
+    comm_test_args a = comm_test_start(&argc, &argv);
     dist_comm *world = dist_comm_world(a.ranks_per_node);
     int P = dist_size(world);
     run_suite(world, "world");
@@ -260,7 +260,7 @@ int main(int argc, char **argv) {
         dist_layout_free(&L);
         if (ep == 1) break;
     }
-    int rc = dist_test_finish(world, "dist/test_alltoall");
+    int rc = comm_test_finish(world, "comm/test_alltoall");
     dist_comm_free(world);
     dist_finalize();
     return rc;

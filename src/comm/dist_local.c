@@ -3,7 +3,7 @@
 // costs up to a second and creates session directories that a killed process leaves
 // behind for the next one to trip over, and a lone process has nobody to talk to.
 // Every collective over one rank is a copy or nothing.
-#include "dist/dist_impl.h"
+#include "comm/dist_impl.h"
 
 #include <string.h>
 

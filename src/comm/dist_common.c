@@ -1,5 +1,5 @@
 // Backend-independent parts of a communicator: node map, scratch, traffic counters.
-#include "dist/dist_impl.h"
+#include "comm/dist_impl.h"
 
 #include <string.h>
 

@@ -85,7 +85,7 @@ static void check_layout(int E, int ep, int rpn) {
 }
 
 int main(int argc, char **argv) {
-    dist_test_args a = dist_test_start(&argc, &argv);
+    comm_test_args a = comm_test_start(&argc, &argv);
     dist_comm *world = dist_comm_world(a.ranks_per_node);
     int P = dist_size(world);
 
@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
     bg_clear_error();
     TU_CHECK(dist_comm_world(-1) == NULL && strstr(bg_last_error(), "ranks per node"), "world R<0");
 
-    int rc = dist_test_finish(world, "dist/test_layout");
+    int rc = comm_test_finish(world, "comm/test_layout");
     dist_comm_free(world);
     dist_finalize();
     return rc;

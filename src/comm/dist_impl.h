@@ -1,9 +1,9 @@
 #ifndef BG_DIST_DIST_IMPL_H
 #define BG_DIST_DIST_IMPL_H
-// Private to src/dist/*.c: the communicator struct and the helpers the two backends
+// Private to src/comm/*.c: the communicator struct and the helpers the two backends
 // share. Never include it from another module — it pulls in mpi.h.
 #include "core/error.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 
 #ifdef BG_HAVE_MPI
 #include <mpi.h>

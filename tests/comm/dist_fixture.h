@@ -1,10 +1,10 @@
 #ifndef BG_TESTS_DIST_FIXTURE_H
 #define BG_TESTS_DIST_FIXTURE_H
-// Shared by the tests/dist programs. Each runs under mpirun with any rank count and
+// Shared by the tests/comm programs. Each runs under mpirun with any rank count and
 // also alone (CTest runs it as one process). Options:
 //   --ranks-per-node R   emulate nodes of R ranks (0: the real nodes)
 //   --backend            print the build's backend ("mpi" or "single") and exit
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "test_util.h"
 
 #include <stdint.h>
@@ -14,10 +14,10 @@
 
 typedef struct {
     int ranks_per_node;
-} dist_test_args;
+} comm_test_args;
 
-static inline dist_test_args dist_test_start(int *argc, char ***argv) {
-    dist_test_args a = {0};
+static inline comm_test_args comm_test_start(int *argc, char ***argv) {
+    comm_test_args a = {0};
     for (int i = 1; i < *argc; i++) {
         if (!strcmp((*argv)[i], "--backend")) {
             printf("%s\n", dist_backend());
@@ -31,7 +31,7 @@ static inline dist_test_args dist_test_start(int *argc, char ***argv) {
 }
 
 // Every rank's failures count: the verdict is the same on all ranks, rank 0 prints it.
-static inline int dist_test_finish(dist_comm *world, const char *name) {
+static inline int comm_test_finish(dist_comm *world, const char *name) {
     int64_t f = tu_failures;
     dist_allreduce_sum_i64(world, &f, 1);
     int rank = dist_rank(world), P = dist_size(world);
@@ -46,7 +46,7 @@ static inline int dist_test_finish(dist_comm *world, const char *name) {
 
 // A finite float made from a hash of its coordinates: every row of every exchange is
 // distinct, so a row delivered to the wrong place or in the wrong order shows.
-static inline float dist_test_value(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+static inline float comm_test_value(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
     uint64_t z = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^
                  (c + 0x85EBCA77C2B2AE63ull) * 0x94D049BB133111EBull ^
                  (d + 1) * 0xD6E8FEB86659FD93ull;

@@ -1,9 +1,9 @@
-# Sourced by tests/dist/test_*.sh: finds the test programs in the build directory and
+# Sourced by tests/comm/test_*.sh: finds the test programs in the build directory and
 # wraps mpirun. Sets DIST_BIN_DIR; defines dist_have_mpi and DIST_MPIRUN.
 BUILD=${2:?usage: bash test_xxx.sh <bagualu binary> <build dir>}
 DIST_BIN_DIR=$BUILD/tests
-if [ ! -x "$DIST_BIN_DIR/dist_test_layout" ]; then
-  found=$(find "$BUILD" -name dist_test_layout -type f -perm -u+x 2>/dev/null | head -n 1)
+if [ ! -x "$DIST_BIN_DIR/comm_test_layout" ]; then
+  found=$(find "$BUILD" -name comm_test_layout -type f -perm -u+x 2>/dev/null | head -n 1)
   DIST_BIN_DIR=$(dirname "${found:-$DIST_BIN_DIR/x}")
 fi
 
@@ -12,8 +12,8 @@ fi
 # test programs or mpirun are missing from an MPI build.
 dist_have_mpi() {
   local backend
-  if ! backend=$("$DIST_BIN_DIR/dist_test_layout" --backend 2>/dev/null); then
-    echo "FAIL: no runnable dist_test_layout under $BUILD"
+  if ! backend=$("$DIST_BIN_DIR/comm_test_layout" --backend 2>/dev/null); then
+    echo "FAIL: no runnable comm_test_layout under $BUILD"
     echo "0 passed, 1 failed"
     exit 1
   fi
