@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# A refactor changes no bit: builds BASE (a commit, default the one before issue 13's
+# seams) in a git worktree beside this tree's build, trains the same short runs with
+# both binaries, and compares every tensor of the final checkpoints by name, bit for
+# bit (bench/st_compare.py), and the per-step log lines without their timings.
+# Both builds are made here, on this machine: -march=native and oneDNN's per-ISA kernels
+# make checksums recorded on another CPU meaningless.
+#
+#   bench/refactor_bits.sh [BASE]         BITS_DIR (default /tmp/bagualu-bits) holds the
+#                                         base worktree, its build and the runs
+#   NEW_BUILD=dir  use this tree's build in dir (default build/, configured if absent)
+#
+# Runs: tiny MoE in fp32, bf16 and fp16 (one process, 2 threads), and P=4 under mpirun
+# with EP=4 and the hierarchical all-to-all over 2 emulated nodes, and P=4 with EP=2 and
+# a chunked flat exchange. Exit 0 only when every run matches.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BASE=${1:-5e67fd0}
+BITS_DIR=${BITS_DIR:-/tmp/bagualu-bits}
+NEW_BUILD=${NEW_BUILD:-$ROOT/build}
+base_sha=$(git rev-parse --verify "$BASE^{commit}") || { echo "refactor_bits: unknown commit $BASE" >&2; exit 2; }
+base_tree=$BITS_DIR/base-${base_sha:0:12}
+mkdir -p "$BITS_DIR"
+
+build_cli() {  # source dir, build dir
+    [ -f "$2/CMakeCache.txt" ] || cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$2" -j "$(nproc)" --target bagualu_cli >/dev/null
+}
+if [ ! -d "$base_tree" ]; then
+    git worktree prune
+    git worktree add --detach "$base_tree" "$base_sha" >/dev/null 2>&1
+fi
+echo "base $base_sha: building in $base_tree/build"
+build_cli "$base_tree" "$base_tree/build"
+echo "new $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes): building in $NEW_BUILD"
+build_cli "$ROOT" "$NEW_BUILD"
+OLD=$base_tree/build/bagualu
+NEW=$NEW_BUILD/bagualu
+
+RUNS=$BITS_DIR/runs
+rm -rf "$RUNS" && mkdir -p "$RUNS"
+"$NEW" synth --out "$RUNS/data.bin" --task copy --tokens 200000 --vocab 64 >/dev/null
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 4)
+have_mpi=0
+command -v mpirun >/dev/null && grep -q 'BG_MPI:BOOL=ON' "$NEW_BUILD/CMakeCache.txt" && have_mpi=1
+
+train() {  # binary, output dir, launcher and extra flags...
+    local bin=$1 out=$2
+    shift 2
+    local launch=()
+    if [ "${1:-}" = mpi ]; then launch=("${MPIRUN[@]}"); shift; fi
+    mkdir -p "$out"
+    "${launch[@]}" "$bin" train --config configs/tiny_moe.json --data "$RUNS/data.bin" --steps 12 \
+        --batch-size 4 --seq-len 32 --lr 3e-3 --seed 1337 --save-dir "$out/ck" \
+        --log "$out/metrics.jsonl" "$@" >"$out/stdout" 2>&1 || {
+        echo "  run failed: $bin $* (see $out/stdout)"; return 1; }
+}
+
+# Per-step lines without the fields that measure time (tokens_per_s, gflops, *_s).
+log_bits() { sed -E 's/"(tokens_per_s|gflops|[a-z0-9_]*_s)":[^,}]*,?//g' "$1"; }
+
+fail=0
+check() {  # name, flags...
+    local name=$1
+    shift
+    if ! train "$OLD" "$RUNS/$name/old" "$@" || ! train "$NEW" "$RUNS/$name/new" "$@"; then
+        fail=1
+        return
+    fi
+    local a b
+    a=$(readlink -f "$RUNS/$name/old/ck/$(cat "$RUNS/$name/old/ck/latest")")
+    b=$(readlink -f "$RUNS/$name/new/ck/$(cat "$RUNS/$name/new/ck/latest")")
+    printf '%-10s ' "$name"
+    if python3 bench/st_compare.py "$a" "$b" >"$RUNS/$name/compare" 2>&1 &&
+        diff <(log_bits "$RUNS/$name/old/metrics.jsonl") <(log_bits "$RUNS/$name/new/metrics.jsonl") \
+            >"$RUNS/$name/log.diff"; then
+        echo "equal: $(tail -n 1 "$RUNS/$name/compare"), $(wc -l <"$RUNS/$name/old/metrics.jsonl") log lines"
+    else
+        echo "DIFFERENT:"
+        sed 's/^/    /' "$RUNS/$name/compare" "$RUNS/$name/log.diff" | head -n 20
+        fail=1
+    fi
+}
+
+check fp32 --threads 2
+check bf16 --threads 2 --dtype bf16
+check fp16 --threads 2 --dtype fp16
+if [ "$have_mpi" = 1 ]; then
+    check p4_ep4_hier mpi --threads 1 --expert-parallel 4 --ranks-per-node 2 --a2a hierarchical
+    check p4_ep2_chunk mpi --threads 1 --expert-parallel 2 --a2a flat --a2a-chunks 2
+else
+    echo "refactor_bits: this build has no MPI: the P=4 layouts were not compared" >&2
+    fail=1
+fi
+[ "$fail" = 0 ] && echo "refactor_bits: all runs bitwise equal to $BASE" || echo "refactor_bits: FAILED"
+exit $fail
