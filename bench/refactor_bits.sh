@@ -9,6 +9,7 @@
 #   bench/refactor_bits.sh [BASE]         BITS_DIR (default /tmp/bagualu-bits) holds the
 #                                         base worktree, its build and the runs
 #   NEW_BUILD=dir  use this tree's build in dir (default build/, configured if absent)
+#   RUNS_DIR=dir   where the runs go (default $BITS_DIR/runs)
 #
 # Runs: tiny MoE in fp32, bf16 and fp16 (one process, 2 threads), and P=4 under mpirun
 # with EP=4 and the hierarchical all-to-all over 2 emulated nodes, and P=4 with EP=2 and
@@ -38,7 +39,7 @@ build_cli "$ROOT" "$NEW_BUILD"
 OLD=$base_tree/build/bagualu
 NEW=$NEW_BUILD/bagualu
 
-RUNS=$BITS_DIR/runs
+RUNS=${RUNS_DIR:-$BITS_DIR/runs}
 rm -rf "$RUNS" && mkdir -p "$RUNS"
 "$NEW" synth --out "$RUNS/data.bin" --task copy --tokens 200000 --vocab 64 >/dev/null
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 4)
