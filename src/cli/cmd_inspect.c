@@ -3,7 +3,8 @@
 #include "core/error.h"
 #include "model/config.h"
 #include "model/params.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint_dir.h"
+#include "train/checkpoint_inspect.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>

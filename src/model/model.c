@@ -2,9 +2,7 @@
 #include "core/error.h"
 #include "comm/dist.h"
 #include "kernels/kernels.h"
-#include "train/grad_norm.h"
 
-#include <math.h>
 #include <string.h>
 
 void model_init(model *m, const model_config *cfg, uint64_t seed) {
@@ -174,7 +172,7 @@ static void norm_backward(const model_config *c, float *dinp, float *dw, float *
 
 // d(objective)/d(loss of one token), times the loss scale: the objective averages over
 // the global batch, so each rank's share of tokens enters with 1/(N·P), and
-// model_reduce_grads sums the shares.
+// grad_sync_grads (train/) sums the shares.
 static float lm_grad_scale(const model *m) {
     return m->opt.loss_scale / ((float)m->acts.N * (m->par ? m->par->layout->world_size : 1));
 }
@@ -226,8 +224,9 @@ void model_forward(model *m, const int *inputs, const int *targets) {
     m->aux_loss = moe_layers ? aux / moe_layers : 0.0;
     m->z_loss = moe_layers ? z / moe_layers : 0.0;
     a->lm_grads_ready = 0;
+    m->router_objective = objective_router;
     if (!targets) {
-        m->loss = m->objective = 0.0;
+        m->loss = m->loss_sum = m->objective = 0.0;
         return;
     }
     memcpy(a->targets, targets, sizeof(int) * N);
@@ -250,8 +249,8 @@ void model_forward(model *m, const int *inputs, const int *targets) {
     }
     double sum = 0;  // summed in double, in token order: deterministic and exact enough
     for (int i = 0; i < N; i++) sum += a->losses[i];
-    if (m->par) dist_allreduce_sum_f64(m->par->layout->world, &sum, 1);
-    m->loss = sum / ((double)N * (m->par ? m->par->layout->world_size : 1));
+    m->loss_sum = sum;
+    m->loss = sum / (double)N;
     m->objective = m->loss + objective_router;
 }
 
@@ -322,24 +321,6 @@ void model_backward(model *m) {
                       la->ln1_mean, la->ln1_rstd, N);
     }
     embedding_backward(m->g.wte, m->g.wpe, a->d_resid, a->inputs, N, T, C);
-}
-
-void model_reduce_grads(model *m) {
-    if (!m->par) return;
-    const dist_layout *L = m->par->layout;
-    size_t dense = m->table.dense_numel, experts = m->table.numel - dense;
-    dist_allreduce_sum_f32(L->world, m->grads, dense);
-    if (experts && L->edp_size > 1) dist_allreduce_sum_f32(L->edp_comm, m->grads + dense, experts);
-}
-
-double model_grad_norm(model *m) {
-    size_t dense = m->table.dense_numel, experts = m->table.numel - dense;
-    double d = grad_global_norm(m->grads, dense), e = grad_global_norm(m->grads + dense, experts);
-    double sq[2] = {d * d, e * e};
-    // Each expert lives on one rank of an expert-parallel group: the group's sum of
-    // expert norms covers all of them once; dense gradients are equal everywhere.
-    if (m->par && m->par->layout->ep > 1) dist_allreduce_sum_f64(m->par->layout->ep_comm, &sq[1], 1);
-    return sqrt(sq[0] + sq[1]);
 }
 
 const int *model_expert_counts(const model *m, int layer) {

@@ -112,10 +112,13 @@ typedef struct {
     bg_arena arena;             // all activations for (B,T)
     model_acts acts;
     // results of the last forward
-    double loss;                // mean cross-entropy (over the global batch)
+    double loss;                // mean cross-entropy over this rank's tokens; in a parallel
+                                // layout grad_sync_loss (train/) makes it the global batch's
+    double loss_sum;            // Σ of this rank's token losses, in token order
     double aux_loss;            // mean over MoE layers of the unscaled Switch aux loss
     double z_loss;              // mean over MoE layers of the unscaled z-loss
-    double objective;           // loss + Σ_layers (aux_coef·aux + z_coef·z): what backward differentiates
+    double router_objective;    // Σ_layers (aux_coef·aux + z_coef·z)
+    double objective;           // loss + router_objective: what backward differentiates
 } model;
 
 // Allocates the parameter and gradient blocks and initializes parameters from seed.
@@ -139,11 +142,6 @@ void model_logits(const model *m, float *logits, int row0, int rows);
 void model_zero_grad(model *m);
 // Accumulates d(objective)/d(params) into m->grads (this rank's tokens' part).
 void model_backward(model *m);
-// Sums gradients across ranks: dense over every rank, experts over their replicas
-// (nothing on one process). After it every rank holds the global batch's gradient.
-void model_reduce_grads(model *m);
-// Global L2 norm of the (reduced) gradient, the same on every rank.
-double model_grad_norm(model *m);
 // Routed tokens per expert for MoE layer `layer` in the last forward (NULL if dense).
 const int *model_expert_counts(const model *m, int layer);
 // The MoE layers' shape for a config; par NULL on one process.

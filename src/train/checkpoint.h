@@ -24,12 +24,11 @@
 // renames a directory to .tmp-del-* before deleting it; so no final-named directory is
 // ever partial. `latest` is the commit record: a step directory newer than the one it
 // names (a crash after the rename, before the pointer) is complete but not used.
-#include <stddef.h>
-#include <stdint.h>
-
-#include "train/trainer.h"
-
-#define CKPT_FORMAT_VERSION 1
+//
+// Here the policy; trainer.json in checkpoint_meta.h, the tensor files in
+// checkpoint_tensors.h, finding step directories and `latest` in checkpoint_dir.h,
+// reading without a trainer in checkpoint_inspect.h.
+#include "train/train_state.h"
 
 // Writes the trainer's state as SAVE_DIR/step_<step> (creating SAVE_DIR if missing);
 // BG_ERR (bg_error: one line naming the step, then the cause) on any I/O failure,
@@ -47,30 +46,4 @@ int ckpt_prune(const char *save_dir, int keep_last);
 // errors name the file and tensor. Checks all before copying anything: on failure the
 // trainer is unchanged.
 int ckpt_load(trainer *tr, const char *ckpt_dir);
-// Step directories under save_dir, newest first (caller frees each and the array).
-int ckpt_list(const char *save_dir, char ***dirs, int *count);
-// The step of a path whose last component is a step directory name, else -1.
-long ckpt_dir_step(const char *dir);
-// The directory `latest` points to, as a path in out; *found = 0 when there is no
-// checkpoint yet (no `latest`). BG_ERR if `latest` exists but is unreadable, bad, or
-// names a directory that does not exist.
-int ckpt_latest(const char *save_dir, char *out, size_t n, int *found);
-
-// A checkpoint read without a trainer (`bagualu inspect`).
-typedef enum { CKPT_FILE_OK = 0, CKPT_FILE_MISSING, CKPT_FILE_MISMATCH, CKPT_FILE_INVALID } ckpt_file_status;
-typedef struct {
-    ckpt_file_status status;
-    uint64_t recorded, actual;   // XXH64 in trainer.json, of the file (0 when missing)
-    int tensors;                 // when OK
-    char message[1024];          // when not OK: one line naming the file (and tensor)
-} ckpt_file_report;
-typedef struct {
-    long step, total_steps;
-    uint64_t samples;
-    model_config cfg;
-    ckpt_file_report model, optimizer;
-} ckpt_report;
-// Reads trainer.json (BG_ERR if it is missing, corrupt or incomplete), then checks each
-// safetensors file: checksum, then every tensor against the config (status, message).
-int ckpt_inspect(const char *ckpt_dir, ckpt_report *r);
 #endif

@@ -7,7 +7,7 @@
 // run. Loading needs no gather: every rank reads its tensors by name from the full
 // file, so a checkpoint saved at any layout loads at any other.
 #include "model/params.h"
-#include "train/trainer.h"
+#include "train/train_state.h"
 
 typedef struct {
     param_table table;          // the one-process table (all experts)

@@ -11,7 +11,8 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint_dir.h"
+#include "train/checkpoint_inspect.h"
 #include "io/safetensors.h"
 
 static int is_file(const char *dir, const char *name) {

@@ -4,11 +4,11 @@
 #include "core/error.h"
 #include "core/text_file.h"
 #include "model/params.h"
-#include "train/checkpoint.h"
+#include "io/file_sync.h"
+#include "train/checkpoint_dir.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,27 +294,15 @@ static char *hf_config_json(const model_config *c, hf_layout layout, st_dtype dt
 
 // ---- writing ------------------------------------------------------------------------
 
+// text and a final newline, fsynced.
 static int write_text_file(const char *path, const char *text) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return bg_error("%s: cannot create (%s)", path, strerror(errno));
-    size_t len = strlen(text), off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            int err = w < 0 ? errno : EIO;
-            close(fd);
-            unlink(path);
-            return bg_error("%s: write failed (%s)", path, strerror(err));
-        }
-        off += (size_t)w;
-    }
-    if (write(fd, "\n", 1) != 1 || fsync(fd) != 0 || close(fd) != 0) {
-        int err = errno;
-        unlink(path);
-        return bg_error("%s: write failed (%s)", path, strerror(err));
-    }
-    return BG_OK;
+    size_t n = strlen(text);
+    char *line = bg_malloc(n + 1);
+    memcpy(line, text, n);
+    line[n] = '\n';
+    int rc = io_write_file_synced(path, line, n + 1);
+    free(line);
+    return rc;
 }
 
 // Both files are written under temporary names and renamed into place, so out_dir never

@@ -1,11 +1,13 @@
 #include "train/trainer.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "train/checkpoint.h"
 #include "core/threads.h"
 #include "core/timer.h"
 #include "comm/dist.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_dir.h"
 #include "train/grad_norm.h"
+#include "train/grad_sync.h"
 #include "train/metrics.h"
 #include "train/schedule.h"
 
@@ -253,9 +255,10 @@ double trainer_compute_grads(trainer *tr) {
     tr->samples += (uint64_t)B * (tr->world > 0 ? tr->world : 1);
     m->opt.loss_scale = tr->loss_scale;  // the precision was set once, in trainer_init
     model_forward(m, tr->inputs, tr->targets);
+    grad_sync_loss(m);
     model_zero_grad(m);
     model_backward(m);
-    model_reduce_grads(m);
+    grad_sync_grads(m);
     return m->loss;
 }
 
@@ -263,7 +266,7 @@ double trainer_compute_grads(trainer *tr) {
 int trainer_apply_grads(trainer *tr) {
     const train_options *o = &tr->opt;
     model *m = &tr->m;
-    double norm = model_grad_norm(m);  // the same on every rank: all skip, or none
+    double norm = grad_sync_norm(m);  // the same on every rank: all skip, or none
     tr->last_lr = lr_schedule(tr->step, o->steps, o->warmup, o->lr, tr->min_lr);
     tr->step++;
     tr->skipped_at = 0;
@@ -306,6 +309,7 @@ double trainer_evaluate(trainer *tr) {
         for (int b = 0; b < B; b++)
             loader_window(&tr->val, w + b, tr->inputs + (size_t)b * T, tr->targets + (size_t)b * T);
         model_forward(&tr->m, tr->inputs, tr->targets);
+        grad_sync_loss(&tr->m);
         sum += tr->m.loss;
         done++;
     }

@@ -15,6 +15,7 @@
 #include "test_util.h"
 #include "train/adamw.h"
 #include "train/grad_norm.h"
+#include "train/grad_sync.h"
 
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
@@ -78,10 +79,11 @@ int main(int argc, char **argv) {
             gtg[i] = (gin[i] * 7 + 3) % c.vocab_size;  // learnable: a fixed map
         }
         model_forward(&m, gin + r * B * T, gtg + r * B * T);
+        grad_sync_loss(&m);
         model_zero_grad(&m);
         model_backward(&m);
-        model_reduce_grads(&m);
-        double norm = model_grad_norm(&m);
+        grad_sync_grads(&m);
+        double norm = grad_sync_norm(&m);
         adamw_update(&opt, m.params, m.grads, &m.table, &hp, 3e-3f, grad_clip_scale(norm, 1.0f));
         if (P > 1 && L.ep > 1)
             for (int l = 0; l < c.num_hidden_layers; l++)

@@ -1,0 +1,217 @@
+#include "train/checkpoint_meta.h"
+#include "core/error.h"
+#include "core/text_file.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+// trainer.json's own checksum: the last key of the object. It is computed over the file
+// with the value's 16 hex digits set to '0', so a flipped bit anywhere in trainer.json
+// (a step count, the data position) is caught like one in the tensor files.
+#define SELF_SUM_KEY "trainer_json_xxh64"
+
+static void hex64(char *out, uint64_t v) { snprintf(out, 17, "%016" PRIx64, v); }
+
+// Where the 16 hex digits of SELF_SUM_KEY's value start in text, or NULL. The key is the
+// last one the writer prints; a data path containing the key's text is escaped by the
+// JSON writer ("\"...\""), so the last exact occurrence is the real one.
+static char *self_sum_digits(char *text) {
+    const char *key = "\"" SELF_SUM_KEY "\"";
+    char *p = NULL;
+    for (char *q = text; (q = strstr(q, key)); q++) p = q;
+    if (!p) return NULL;
+    p += strlen(key);
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    if (*p++ != ':') return NULL;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    if (*p++ != '"') return NULL;
+    for (int i = 0; i < 16; i++)
+        if (!isxdigit((unsigned char)p[i])) return NULL;
+    return p[16] == '"' ? p : NULL;
+}
+
+char *ckpt_meta_json(const trainer *tr, uint64_t model_sum, uint64_t opt_sum) {
+    const train_options *o = &tr->opt;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "format_version", CKPT_FORMAT_VERSION);
+    cJSON_AddNumberToObject(root, "step", (double)tr->step);
+    cJSON *data = cJSON_AddObjectToObject(root, "data");
+    cJSON_AddNumberToObject(data, "samples_consumed", (double)tr->samples);
+    char seed[32];
+    snprintf(seed, sizeof seed, "%" PRIu64, o->seed);
+    cJSON_AddStringToObject(data, "seed", seed);  // a string: JSON numbers lose 64-bit seeds
+    cJSON_AddNumberToObject(data, "seq_len", o->seq_len);
+    cJSON *lr = cJSON_AddObjectToObject(root, "lr_schedule");
+    cJSON_AddNumberToObject(lr, "step", (double)tr->step);
+    cJSON_AddNumberToObject(lr, "total_steps", (double)o->steps);
+    cJSON_AddNumberToObject(lr, "warmup", (double)o->warmup);
+    cJSON_AddNumberToObject(lr, "max_lr", o->lr);
+    cJSON_AddNumberToObject(lr, "min_lr", tr->min_lr);
+    // fp16's dynamic loss scale and its run of good steps: exact resume needs both.
+    cJSON_AddNumberToObject(root, "loss_scale", tr->loss_scale);
+    cJSON_AddNumberToObject(root, "loss_scale_good_steps", (double)tr->good_steps);
+    char *cfg_text = model_config_to_json(&tr->cfg);
+    cJSON_AddItemToObject(root, "model_config", cJSON_Parse(cfg_text));
+    free(cfg_text);
+    cJSON *t = cJSON_AddObjectToObject(root, "training");
+    cJSON_AddNumberToObject(t, "batch_size", o->batch_size);
+    cJSON_AddNumberToObject(t, "seq_len", o->seq_len);
+    cJSON_AddNumberToObject(t, "steps", (double)o->steps);
+    cJSON_AddNumberToObject(t, "lr", o->lr);
+    cJSON_AddNumberToObject(t, "warmup", (double)o->warmup);
+    cJSON_AddNumberToObject(t, "weight_decay", o->weight_decay);
+    cJSON_AddNumberToObject(t, "beta1", o->beta1);
+    cJSON_AddNumberToObject(t, "beta2", o->beta2);
+    cJSON_AddNumberToObject(t, "eps", o->eps);
+    cJSON_AddNumberToObject(t, "clip", o->clip);
+    cJSON_AddStringToObject(t, "dtype", matmul_precision_name((matmul_precision)o->dtype));
+    cJSON_AddStringToObject(t, "data", o->data_path ? o->data_path : "");
+    cJSON *sums = cJSON_AddObjectToObject(root, "checksums_xxh64");
+    char hex[17];
+    hex64(hex, model_sum);
+    cJSON_AddStringToObject(sums, "model.safetensors", hex);
+    hex64(hex, opt_sum);
+    cJSON_AddStringToObject(sums, "optimizer.safetensors", hex);
+    cJSON_AddStringToObject(root, SELF_SUM_KEY, "0000000000000000");
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    size_t n = strlen(text);
+    text = realloc(text, n + 2);
+    BG_ASSERT(text);
+    text[n] = '\n', text[n + 1] = '\0';
+    char *digits = self_sum_digits(text);
+    BG_ASSERT(digits);
+    hex64(hex, XXH64(text, n + 1, 0));
+    memcpy(digits, hex, 16);
+    return text;
+}
+
+static int json_get_number(const cJSON *obj, const char *key, double *out, const char *file) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsNumber(v)) return bg_error("%s: missing or non-numeric \"%s\"", file, key);
+    *out = v->valuedouble;
+    return BG_OK;
+}
+
+static int parse_hex64(const cJSON *sums, const char *key, uint64_t *out, const char *file) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(sums, key);
+    char *end;
+    if (!cJSON_IsString(v) || strlen(v->valuestring) != 16)
+        return bg_error("%s: missing checksum for %s", file, key);
+    errno = 0;
+    *out = strtoull(v->valuestring, &end, 16);
+    if (*end || errno) return bg_error("%s: bad checksum for %s", file, key);
+    return BG_OK;
+}
+
+// A non-negative integer below 2^53 (exact in a double).
+static int whole(double x) { return x >= 0 && x < 9007199254740992.0 && x == (double)(int64_t)x; }
+
+void ckpt_meta_free(ckpt_meta *m) {
+    cJSON_Delete(m->root);
+    memset(m, 0, sizeof *m);
+}
+
+int ckpt_meta_read(ckpt_meta *m, const char *path) {
+    memset(m, 0, sizeof *m);
+    size_t len;
+    char *text = bg_read_text_file(path, 16 << 20, &len);
+    if (!text) return BG_ERR;
+    // The checksum first: a flipped bit may also break the JSON, and "corrupt" is the
+    // better diagnosis than "not valid JSON".
+    char *digits = self_sum_digits(text);
+    if (digits) {
+        char recorded[17];
+        memcpy(recorded, digits, 16);
+        recorded[16] = '\0';
+        memset(digits, '0', 16);
+        uint64_t want = strtoull(recorded, NULL, 16), got = XXH64(text, len, 0);
+        memcpy(digits, recorded, 16);
+        if (got != want) {
+            free(text);
+            return bg_error("%s: checksum mismatch (xxh64 %016" PRIx64 ", recorded %016" PRIx64
+                            "): the file is corrupt",
+                            path, got, want);
+        }
+    }
+    m->root = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsObject(m->root)) {
+        ckpt_meta_free(m);
+        return bg_error("%s: not valid JSON", path);
+    }
+    if (!digits) {
+        ckpt_meta_free(m);
+        return bg_error("%s: missing or malformed \"" SELF_SUM_KEY "\" (the file's checksum)", path);
+    }
+    double version = 0, step = 0, samples = 0, total = 0;
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(m->root, "data");
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(m->root, "lr_schedule");
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(data, "seed");
+    const cJSON *sums = cJSON_GetObjectItemCaseSensitive(m->root, "checksums_xxh64");
+    int rc = json_get_number(m->root, "format_version", &version, path);
+    if (rc == BG_OK && version != CKPT_FORMAT_VERSION)
+        rc = bg_error("%s: unsupported checkpoint format_version %g (this build reads %d)", path,
+                      version, CKPT_FORMAT_VERSION);
+    if (rc == BG_OK) rc = json_get_number(m->root, "step", &step, path);
+    if (rc == BG_OK && !cJSON_IsObject(data)) rc = bg_error("%s: missing data position", path);
+    if (rc == BG_OK) rc = json_get_number(data, "samples_consumed", &samples, path);
+    if (rc == BG_OK && cJSON_IsObject(lr)) rc = json_get_number(lr, "total_steps", &total, path);
+    if (rc == BG_OK && (!whole(step) || !whole(samples) || !whole(total)))
+        rc = bg_error("%s: bad step or data position", path);
+    if (rc == BG_OK && !cJSON_IsString(seed)) rc = bg_error("%s: missing data seed", path);
+    if (rc == BG_OK) rc = parse_hex64(sums, "model.safetensors", &m->model_sum, path);
+    if (rc == BG_OK) rc = parse_hex64(sums, "optimizer.safetensors", &m->opt_sum, path);
+    // The loss scale: optional (1 when absent), positive and finite when present.
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(m->root, "loss_scale");
+    const cJSON *gs = cJSON_GetObjectItemCaseSensitive(m->root, "loss_scale_good_steps");
+    if (rc == BG_OK && ls && !(cJSON_IsNumber(ls) && isfinite(ls->valuedouble) && ls->valuedouble > 0))
+        rc = bg_error("%s: bad \"loss_scale\"", path);
+    if (rc == BG_OK && gs && !(cJSON_IsNumber(gs) && whole(gs->valuedouble)))
+        rc = bg_error("%s: bad \"loss_scale_good_steps\"", path);
+    m->loss_scale = ls ? ls->valuedouble : 0;
+    m->good_steps = gs ? (long)gs->valuedouble : 0;
+    m->model_config = cJSON_GetObjectItemCaseSensitive(m->root, "model_config");
+    if (rc == BG_OK && !cJSON_IsObject(m->model_config)) rc = bg_error("%s: missing model_config", path);
+    if (rc != BG_OK) {
+        ckpt_meta_free(m);
+        return BG_ERR;
+    }
+    m->step = (long)step;
+    m->total_steps = (long)total;
+    m->samples = (uint64_t)samples;
+    m->seed = seed->valuestring;
+    return BG_OK;
+}
+
+int ckpt_meta_check_config(const cJSON *saved, const model_config *cfg, const char *file) {
+    char *text = cJSON_PrintUnformatted(saved);
+    model_config ck;
+    int rc = model_config_parse(&ck, text, file);
+    free(text);
+    if (rc != BG_OK) return BG_ERR;
+    if (memcmp(&ck, cfg, sizeof ck) == 0) return BG_OK;
+    char *want = model_config_to_json(cfg);
+    cJSON *w = cJSON_Parse(want);
+    free(want);
+    for (const cJSON *k = w->child; k; k = k->next) {
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(saved, k->string);
+        if (!s || !cJSON_Compare(s, k, 1)) {
+            char *a = s ? cJSON_PrintUnformatted(s) : strdup("(missing)");
+            char *b = cJSON_PrintUnformatted(k);
+            rc = bg_error("%s: config mismatch: the checkpoint has %s = %s, the run's config %s", file,
+                          k->string, a, b);
+            free(a), free(b);
+            cJSON_Delete(w);
+            return rc;
+        }
+    }
+    cJSON_Delete(w);
+    return bg_error("%s: config mismatch", file);
+}

@@ -1,0 +1,37 @@
+#ifndef BG_TRAIN_CHECKPOINT_META_H
+#define BG_TRAIN_CHECKPOINT_META_H
+// trainer.json, a checkpoint's record of everything but the tensors (its keys are
+// listed in train/checkpoint.h): written from a trainer, read back checked for
+// completeness and for its own checksum, the last key "trainer_json_xxh64".
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "model/config.h"
+#include "train/train_state.h"
+
+#define CKPT_FORMAT_VERSION 1
+
+// trainer.json's text for tr and the XXH64 of its two safetensors files (malloc'd,
+// ending in a newline, its own checksum filled in).
+char *ckpt_meta_json(const trainer *tr, uint64_t model_sum, uint64_t opt_sum);
+
+// What trainer.json says, checked for completeness and its own checksum.
+typedef struct {
+    cJSON *root;
+    long step, total_steps;
+    uint64_t samples;
+    const char *seed;             // decimal, inside root
+    const cJSON *model_config;    // inside root
+    uint64_t model_sum, opt_sum;
+    double loss_scale;            // 0: not recorded
+    long good_steps;
+} ckpt_meta;
+
+// Reads and checks path; BG_ERR (bg_error naming the file) when it is corrupt,
+// not JSON, of another format_version, or lacks a field.
+int ckpt_meta_read(ckpt_meta *m, const char *path);
+void ckpt_meta_free(ckpt_meta *m);
+// The config the run asks for must be the one the checkpoint holds: a mismatch
+// names the first differing key.
+int ckpt_meta_check_config(const cJSON *saved, const model_config *cfg, const char *file);
+#endif
