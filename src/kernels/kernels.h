@@ -155,6 +155,13 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH);
 
+// One query row against a key/value cache (generation, one token at a time): q (C) is
+// the query at position t, k_cache and v_cache (T_max,C) hold rows 0..t (RoPE already
+// applied to q and the keys). out (C) writes attention_forward's row t for these
+// inputs, up to float rounding; scores (NH,T_max) is workspace.
+void attention_decode_forward(float *out, float *scores, const float *q, const float *k_cache,
+                              const float *v_cache, int t, int T_max, int C, int NH);
+
 // The same attention, memory-efficient (FlashAttention): tiled with an online
 // softmax, no T×T matrix anywhere. Caches only lse (B,NH,T), the log-sum-exp of each
 // query row's scaled scores. out (B,T,C) and lse write. hs = C/NH <= 256. scratch is

@@ -1,14 +1,13 @@
 // Incremental decoding with a key/value cache, and sampling (see generate.h).
 #include "model/generate.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "kernels/kernels.h"
-
+#include "model/block.h"
 
 // One layout routine for measuring (arena capacity 0) and for real, as model.c does.
 static void gen_layout(gen_state *g, bg_arena *ar) {
@@ -23,19 +22,20 @@ static void gen_layout(gen_state *g, bg_arena *ar) {
     }
     g->k_cache = BG_ARENA_NEW(ar, float, L * T * C);
     g->v_cache = BG_ARENA_NEW(ar, float, L * T * C);
-    g->x = BG_ARENA_NEW(ar, float, C);
-    g->ln = BG_ARENA_NEW(ar, float, C);
-    g->qkv = BG_ARENA_NEW(ar, float, 3 * C);
-    g->atty = BG_ARENA_NEW(ar, float, C);
-    g->x2 = BG_ARENA_NEW(ar, float, C);
-    g->ffn_out = BG_ARENA_NEW(ar, float, C);
-    g->mean = BG_ARENA_NEW(ar, float, 1);
-    g->rstd = BG_ARENA_NEW(ar, float, 1);
-    g->ffn_h = any_dense ? BG_ARENA_NEW(ar, float, ffn_in_rows(c->hidden_act, c->intermediate_size)) : NULL;
-    g->ffn_a = any_dense ? BG_ARENA_NEW(ar, float, c->intermediate_size) : NULL;
+    layer_acts *r = &g->row;
+    r->x = BG_ARENA_NEW(ar, float, C);
+    r->ln1 = r->ln2 = BG_ARENA_NEW(ar, float, C);  // one norm output serves both norms
+    r->qkv = BG_ARENA_NEW(ar, float, 3 * C);
+    r->atty = BG_ARENA_NEW(ar, float, C);
+    r->x2 = BG_ARENA_NEW(ar, float, C);
+    r->ffn_out = BG_ARENA_NEW(ar, float, C);
+    r->ln1_mean = r->ln2_mean = BG_ARENA_NEW(ar, float, 1);
+    r->ln1_rstd = r->ln2_rstd = BG_ARENA_NEW(ar, float, 1);
+    r->ffn_h = any_dense ? BG_ARENA_NEW(ar, float, ffn_in_rows(c->hidden_act, c->intermediate_size)) : NULL;
+    r->ffn_a = any_dense ? BG_ARENA_NEW(ar, float, c->intermediate_size) : NULL;
     if (any_moe) {
         moe_shape ms = model_moe_shape(c, NULL);
-        moe_acts_layout(&g->moe, ar, &ms, 1);
+        moe_acts_layout(&r->moe, ar, &ms, 1);
     }
     g->scores = BG_ARENA_NEW(ar, float, NH * T);
     g->rope_cos = BG_ARENA_NEW(ar, float, T * half);
@@ -67,57 +67,16 @@ void gen_free(gen_state *g) {
     memset(g, 0, sizeof *g);
 }
 
-static void norm_row(const model_config *c, float *out, float *mean, float *rstd, const float *inp,
-                     const float *w, const float *b) {
-    if (c->norm == NORM_RMSNORM) rmsnorm_forward(out, rstd, inp, w, 1, c->hidden_size, c->norm_eps);
-    else layernorm_forward(out, mean, rstd, inp, w, b, 1, c->hidden_size, c->norm_eps);
-}
-
-// Causal attention of head h of the one query q (C) over keys/values (T,C) at
-// positions 0..t: attention_forward's row for position t, in the same order of
-// operations (scores, max-subtracted exp, normalize, weighted sum of values).
-// out (C) writes the head's hs values; a (t+1) is workspace.
-static void attend_head(float *out, float *a, const float *q, const float *kc, const float *vc, int t,
-                        int C, int hs, int h) {
-    const float scale = 1.0f / sqrtf((float)hs);
-    const float *qh = q + (size_t)h * hs;
-    float maxv = -FLT_MAX;
-    for (int t2 = 0; t2 <= t; t2++) {
-        const float *k = kc + (size_t)t2 * C + (size_t)h * hs;
-        float s = 0.0f;
-        #pragma omp simd reduction(+ : s)
-        for (int i = 0; i < hs; i++) s += qh[i] * k[i];
-        a[t2] = s * scale;
-        maxv = a[t2] > maxv ? a[t2] : maxv;
-    }
-    float sum = 0.0f;
-    for (int t2 = 0; t2 <= t; t2++) {
-        a[t2] = expf(a[t2] - maxv);
-        sum += a[t2];
-    }
-    const float inv = 1.0f / sum;
-    float *o = out + (size_t)h * hs;
-    for (int i = 0; i < hs; i++) o[i] = 0.0f;
-    for (int t2 = 0; t2 <= t; t2++) {
-        const float *v = vc + (size_t)t2 * C + (size_t)h * hs;
-        const float p = a[t2] * inv;
-        #pragma omp simd
-        for (int i = 0; i < hs; i++) o[i] += p * v[i];
-    }
-}
-
-// All heads; scores (NH, T_max) is workspace. Heads are independent, so long contexts
-// split them over threads. Short ones stay on this thread: a branch rather than an
-// OpenMP `if` clause, because libgomp allocates a team for every serialized region.
-static void attend_one(float *out, float *scores, const float *q, const float *kc, const float *vc,
-                       int t, int T_max, int C, int NH) {
-    const int hs = C / NH;
-    if ((size_t)(t + 1) * C < 16384) {
-        for (int h = 0; h < NH; h++) attend_head(out, scores + (size_t)h * T_max, q, kc, vc, t, C, hs, h);
-        return;
-    }
-    #pragma omp parallel for schedule(static)
-    for (int h = 0; h < NH; h++) attend_head(out, scores + (size_t)h * T_max, q, kc, vc, t, C, hs, h);
+// The decode attention core: the row's keys and values join layer l's cache at row
+// g->pos, then its query attends to cache rows 0..pos (block_attention_core; ctx is the
+// generation state).
+static void attention_decode(void *ctx, int l, float *atty, const float *qkv) {
+    gen_state *g = ctx;
+    const int C = g->m->cfg.hidden_size, NH = g->m->cfg.num_attention_heads, t = g->pos;
+    float *kc = g->k_cache + (size_t)l * g->T_max * C, *vc = g->v_cache + (size_t)l * g->T_max * C;
+    memcpy(kc + (size_t)t * C, qkv + C, sizeof(float) * C);
+    memcpy(vc + (size_t)t * C, qkv + 2 * C, sizeof(float) * C);
+    attention_decode_forward(atty, g->scores, qkv, kc, vc, t, g->T_max, C, NH);
 }
 
 // model_forward's list of layer calls for one row at position g->pos.
@@ -128,37 +87,23 @@ const float *gen_step(gen_state *g, int token) {
     const int L = c->num_hidden_layers, t = g->pos, half = C / NH / 2;
     BG_ASSERT(t < g->T_max && token >= 0 && token < V);
     moe_shape ms = model_moe_shape(c, NULL);
+    block_attention_core core = {.forward = attention_decode, .backward = NULL, .ctx = g};
+    layer_acts *r = &g->row;
     matmul_set_precision(m->opt.precision);
 
     const float *te = m->w.wte + (size_t)token * C;
     const float *pe = m->w.wpe ? m->w.wpe + (size_t)t * C : NULL;
-    for (int i = 0; i < C; i++) g->x[i] = pe ? te[i] + pe[i] : te[i];
+    for (int i = 0; i < C; i++) r->x[i] = pe ? te[i] + pe[i] : te[i];
+    // The tables' row t is the rotation for position t: with B = T = 1 the blocks'
+    // RoPE reads exactly that row.
+    const float *rope_cos = g->rope_cos + (size_t)t * half, *rope_sin = g->rope_sin + (size_t)t * half;
     for (int l = 0; l < L; l++) {
         const layer_params *lp = &m->w.layers[l];
-        float *kc = g->k_cache + (size_t)l * g->T_max * C, *vc = g->v_cache + (size_t)l * g->T_max * C;
-        // attention block: this row's q, k, v; k and v join the cache at row t
-        norm_row(c, g->ln, g->mean, g->rstd, g->x, lp->ln1_w, lp->ln1_b);
-        matmul_forward(g->qkv, g->ln, lp->qkv_w, 1, C, 3 * C);
-        // The tables' row t is the rotation for position t: with B = T = 1 the kernel
-        // reads exactly that row.
-        if (c->position_embedding == POS_ROPE)
-            rope_forward(g->qkv, g->rope_cos + (size_t)t * half, g->rope_sin + (size_t)t * half, 1, 1, C, NH);
-        memcpy(kc + (size_t)t * C, g->qkv + C, sizeof(float) * C);
-        memcpy(vc + (size_t)t * C, g->qkv + 2 * C, sizeof(float) * C);
-        attend_one(g->atty, g->scores, g->qkv, kc, vc, t, g->T_max, C, NH);
-        matmul_forward(g->x2, g->atty, lp->o_w, 1, C, C);
-        vec_add(g->x2, g->x, C);
-        // feed-forward block: dense or MoE (the router sees this one token)
-        norm_row(c, g->ln, g->mean, g->rstd, g->x2, lp->ln2_w, lp->ln2_b);
-        if (lp->is_moe)
-            moe_forward(g->ffn_out, &g->moe, g->ln, &lp->moe, &ms, 1);
-        else
-            ffn_forward(g->ffn_out, g->ffn_h, g->ffn_a, g->ln, lp->ffn_in, lp->ffn_out, 1, C,
-                        c->intermediate_size, c->hidden_act);
-        residual_forward(g->x, g->x2, g->ffn_out, C);
+        block_attention_forward(r, lp, c, &core, l, rope_cos, rope_sin, 1, 1);
+        block_ffn_forward(r->x, r, lp, c, &ms, 1);  // the router sees this one token
     }
-    norm_row(c, g->ln, g->mean, g->rstd, g->x, m->w.lnf_w, m->w.lnf_b);
-    matmul_forward(g->logits, g->ln, m->w.lm_head, 1, C, V);
+    block_norm_forward(c, r->ln1, r->ln1_mean, r->ln1_rstd, r->x, m->w.lnf_w, m->w.lnf_b, 1);
+    matmul_forward(g->logits, r->ln1, m->w.lm_head, 1, C, V);
     g->pos++;
     return g->logits;
 }

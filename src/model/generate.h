@@ -6,8 +6,9 @@
 // The decoder here keeps every layer's keys and values, (L, T_max, C), so a new token
 // runs its own row through the layers and attends to the cached rows: O(context).
 // The arithmetic is model_forward's, row by row (the same kernels for norms, GEMMs,
-// RoPE and the MoE layer; the attention of one query is written out here), so its
-// logits equal model_forward's up to float summation order (tests/model/test_generate.c).
+// RoPE and the MoE layer, through the same blocks, model/block.h; the attention core
+// is attention_decode_forward, one query against the cache), so its logits equal
+// model_forward's up to float summation order (tests/model/test_generate.c).
 //
 // Everything is allocated once by gen_init; gen_step and gen_sample allocate nothing.
 #include <stdint.h>
@@ -21,11 +22,10 @@ typedef struct {
     int T_max;                  // cache capacity in positions (<= max_position_embeddings)
     int pos;                    // tokens in the cache: the next token's position
     float *k_cache, *v_cache;   // (L, T_max, C): post-RoPE keys, values
-    // one row of activations, reused by every layer
-    float *x, *ln, *qkv, *atty, *x2, *ffn_out;  // (C), (C), (3C), (C), (C), (C)
-    float *mean, *rstd;         // (1) norm statistics (kept apart from the model's)
-    float *ffn_h, *ffn_a;       // dense FFN (U), (F); NULL for an all-MoE model
-    moe_acts moe;               // the MoE layer's buffers for N = 1
+    // One row of activations (N = 1), reused by every layer and kept apart from the
+    // model's: x is the layer's input and output, ln1/ln2 one buffer (as their mean and
+    // rstd), ffn_h and ffn_a NULL for an all-MoE model, att and att_lse unused.
+    layer_acts row;
     float *scores;              // (NH, T_max) attention weights of the current query
     float *rope_cos, *rope_sin; // (T_max, hs/2)
     float *logits;              // (V) the last step's output

@@ -1,4 +1,5 @@
 #include "model/model.h"
+#include "model/block.h"
 #include "core/error.h"
 #include "comm/dist.h"
 #include "kernels/kernels.h"
@@ -157,19 +158,6 @@ void model_free(model *m) {
     memset(m, 0, sizeof *m);
 }
 
-static void norm_forward(const model_config *c, float *out, float *mean, float *rstd,
-                         const float *inp, const float *w, const float *b, int N) {
-    if (c->norm == NORM_RMSNORM) rmsnorm_forward(out, rstd, inp, w, N, c->hidden_size, c->norm_eps);
-    else layernorm_forward(out, mean, rstd, inp, w, b, N, c->hidden_size, c->norm_eps);
-}
-
-static void norm_backward(const model_config *c, float *dinp, float *dw, float *db,
-                          const float *dout, const float *inp, const float *w, const float *mean,
-                          const float *rstd, int N) {
-    if (c->norm == NORM_RMSNORM) rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, c->hidden_size);
-    else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, c->hidden_size);
-}
-
 // d(objective)/d(loss of one token), times the loss scale: the objective averages over
 // the global batch, so each rank's share of tokens enters with 1/(N·P), and
 // grad_sync_grads (train/) sums the shares.
@@ -177,12 +165,47 @@ static float lm_grad_scale(const model *m) {
     return m->opt.loss_scale / ((float)m->acts.N * (m->par ? m->par->layout->world_size : 1));
 }
 
+// The training attention core: every query row of the whole sequences at once, flash
+// or naive as model_prepare resolved (block_attention_core; ctx is the model).
+static void attention_sequence_forward(void *ctx, int l, float *atty, const float *qkv) {
+    model *m = ctx;
+    const model_config *c = &m->cfg;
+    model_acts *a = &m->acts;
+    layer_acts *la = &a->layers[l];
+    int B = a->B, T = a->T, C = c->hidden_size, NH = c->num_attention_heads;
+    if (a->flash)
+        flash_attention_forward(atty, la->att_lse, a->d_att_scratch, qkv, B, T, C, NH,
+                                m->opt.precision);
+    else attention_forward(atty, la->att, qkv, B, T, C, NH);
+}
+
+static void attention_sequence_backward(void *ctx, int l, float *dqkv, const float *datty,
+                                        const float *qkv, const float *atty) {
+    model *m = ctx;
+    const model_config *c = &m->cfg;
+    model_acts *a = &m->acts;
+    const layer_acts *la = &a->layers[l];
+    int B = a->B, T = a->T, C = c->hidden_size, NH = c->num_attention_heads;
+    if (a->flash)
+        flash_attention_backward(dqkv, a->d_att_scratch, datty, qkv, atty, la->att_lse, B, T, C,
+                                 NH, m->opt.precision);
+    else
+        attention_backward(dqkv, a->d_att_scratch, datty, qkv, la->att, B, T, C, NH);
+}
+
+static block_attention_core attention_sequence(model *m) {
+    return (block_attention_core){.forward = attention_sequence_forward,
+                                  .backward = attention_sequence_backward,
+                                  .ctx = m};
+}
+
 void model_forward(model *m, const int *inputs, const int *targets) {
     const model_config *c = &m->cfg;
     model_acts *a = &m->acts;
     int B = a->B, T = a->T, N = a->N, C = c->hidden_size, V = c->vocab_size;
-    int NH = c->num_attention_heads, L = c->num_hidden_layers;
+    int L = c->num_hidden_layers;
     moe_shape ms = layer_moe_shape(m);
+    block_attention_core core = attention_sequence(m);
     memcpy(a->inputs, inputs, sizeof(int) * N);
     matmul_set_precision(m->opt.precision);
     matmul_weights_changed();  // an optimizer step may have run since the last pass
@@ -194,31 +217,16 @@ void model_forward(model *m, const int *inputs, const int *targets) {
         layer_acts *la = &a->layers[l];
         layer_params *lp = &m->w.layers[l];
         float *x_next = l + 1 < L ? a->layers[l + 1].x : a->x_final;
-        // attention block
-        norm_forward(c, la->ln1, la->ln1_mean, la->ln1_rstd, la->x, lp->ln1_w, lp->ln1_b, N);
-        matmul_forward(la->qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
-        if (c->position_embedding == POS_ROPE) rope_forward(la->qkv, a->rope_cos, a->rope_sin, B, T, C, NH);
-        if (a->flash)
-            flash_attention_forward(la->atty, la->att_lse, a->d_att_scratch, la->qkv, B, T, C, NH,
-                                    m->opt.precision);
-        else attention_forward(la->atty, la->att, la->qkv, B, T, C, NH);
-        matmul_forward(la->x2, la->atty, lp->o_w, N, C, C);
-        vec_add(la->x2, la->x, (size_t)N * C);
-        // feed-forward block: dense or MoE
-        norm_forward(c, la->ln2, la->ln2_mean, la->ln2_rstd, la->x2, lp->ln2_w, lp->ln2_b, N);
+        block_attention_forward(la, lp, c, &core, l, a->rope_cos, a->rope_sin, B, T);
+        block_ffn_forward(x_next, la, lp, c, &ms, N);
         if (lp->is_moe) {
-            moe_forward(la->ffn_out, &la->moe, la->ln2, &lp->moe, &ms, N);
             aux += la->moe.aux_loss;
             z += la->moe.z_loss;
             objective_router += ms.aux_coef * la->moe.aux_loss + ms.z_coef * la->moe.z_loss;
             moe_layers++;
-        } else {
-            ffn_forward(la->ffn_out, la->ffn_h, la->ffn_a, la->ln2, lp->ffn_in, lp->ffn_out, N, C,
-                        c->intermediate_size, c->hidden_act);
         }
-        residual_forward(x_next, la->x2, la->ffn_out, (size_t)N * C);
     }
-    norm_forward(c, a->lnf, a->lnf_mean, a->lnf_rstd, a->x_final, m->w.lnf_w, m->w.lnf_b, N);
+    block_norm_forward(c, a->lnf, a->lnf_mean, a->lnf_rstd, a->x_final, m->w.lnf_w, m->w.lnf_b, N);
     if (!a->lm_fused) matmul_forward(a->logits, a->lnf, m->w.lm_head, N, C, V);
 
     m->aux_loss = moe_layers ? aux / moe_layers : 0.0;
@@ -267,10 +275,11 @@ void model_zero_grad(model *m) { vec_zero(m->grads, m->table.numel); }
 void model_backward(model *m) {
     const model_config *c = &m->cfg;
     model_acts *a = &m->acts;
-    int B = a->B, T = a->T, N = a->N, C = c->hidden_size, V = c->vocab_size;
-    int NH = c->num_attention_heads, L = c->num_hidden_layers;
+    int T = a->T, N = a->N, C = c->hidden_size, V = c->vocab_size;
+    int L = c->num_hidden_layers;
     size_t NC = (size_t)N * C;
     moe_shape ms = layer_moe_shape(m);
+    block_attention_core core = attention_sequence(m);
     ms.aux_coef *= m->opt.loss_scale;  // the balance losses' share of the scaled gradient
     ms.z_coef *= m->opt.loss_scale;
     matmul_set_precision(m->opt.precision);
@@ -286,39 +295,15 @@ void model_backward(model *m) {
         matmul_backward(a->d_ln, m->g.lm_head, a->logits, a->lnf, m->w.lm_head, N, C, V);
     }
     vec_zero(a->d_resid, NC);
-    norm_backward(c, a->d_resid, m->g.lnf_w, m->g.lnf_b, a->d_ln, a->x_final, m->w.lnf_w,
-                  a->lnf_mean, a->lnf_rstd, N);
+    block_norm_backward(c, a->d_resid, m->g.lnf_w, m->g.lnf_b, a->d_ln, a->x_final, m->w.lnf_w,
+                        a->lnf_mean, a->lnf_rstd, N);
 
     for (int l = L - 1; l >= 0; l--) {
         layer_acts *la = &a->layers[l];
         layer_params *lp = &m->w.layers[l], *gp = &m->g.layers[l];
-        // d_resid holds d(objective)/d(x_next); the FFN block's residual passes it
-        // through unchanged, its branch adds through the norm.
-        vec_zero(a->d_ln, NC);
-        if (lp->is_moe) {
-            moe_backward(a->d_ln, &gp->moe, &a->moe_scr, a->d_resid, la->ln2, &la->moe, &lp->moe,
-                         &ms, N);
-        } else {
-            ffn_backward(a->d_ln, gp->ffn_in, gp->ffn_out, a->d_ffn_a, a->d_ffn_h, a->d_resid,
-                         la->ln2, la->ffn_h, la->ffn_a, lp->ffn_in, lp->ffn_out, N, C,
-                         c->intermediate_size, c->hidden_act);
-        }
-        norm_backward(c, a->d_resid, gp->ln2_w, gp->ln2_b, a->d_ln, la->x2, lp->ln2_w,
-                      la->ln2_mean, la->ln2_rstd, N);
-        // attention block
-        vec_zero(a->d_atty, NC);
-        matmul_backward(a->d_atty, gp->o_w, a->d_resid, la->atty, lp->o_w, N, C, C);
-        vec_zero(a->d_qkv, 3 * NC);
-        if (a->flash)
-            flash_attention_backward(a->d_qkv, a->d_att_scratch, a->d_atty, la->qkv, la->atty,
-                                     la->att_lse, B, T, C, NH, m->opt.precision);
-        else
-            attention_backward(a->d_qkv, a->d_att_scratch, a->d_atty, la->qkv, la->att, B, T, C, NH);
-        if (c->position_embedding == POS_ROPE) rope_backward(a->d_qkv, a->rope_cos, a->rope_sin, B, T, C, NH);
-        vec_zero(a->d_ln, NC);
-        matmul_backward(a->d_ln, gp->qkv_w, a->d_qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
-        norm_backward(c, a->d_resid, gp->ln1_w, gp->ln1_b, a->d_ln, la->x, lp->ln1_w,
-                      la->ln1_mean, la->ln1_rstd, N);
+        // d_resid holds d(objective)/d(x_next), then d(x2), then d(x)
+        block_ffn_backward(a, gp, la, lp, c, &ms);
+        block_attention_backward(a, gp, la, lp, c, &core, l);
     }
     embedding_backward(m->g.wte, m->g.wpe, a->d_resid, a->inputs, N, T, C);
 }

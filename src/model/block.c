@@ -1,0 +1,73 @@
+// The attention and feed-forward blocks of a layer (see block.h).
+#include "model/block.h"
+
+#include "kernels/kernels.h"
+
+void block_norm_forward(const model_config *c, float *out, float *mean, float *rstd,
+                        const float *inp, const float *w, const float *b, int N) {
+    if (c->norm == NORM_RMSNORM) rmsnorm_forward(out, rstd, inp, w, N, c->hidden_size, c->norm_eps);
+    else layernorm_forward(out, mean, rstd, inp, w, b, N, c->hidden_size, c->norm_eps);
+}
+
+void block_norm_backward(const model_config *c, float *dinp, float *dw, float *db,
+                         const float *dout, const float *inp, const float *w, const float *mean,
+                         const float *rstd, int N) {
+    if (c->norm == NORM_RMSNORM) rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, c->hidden_size);
+    else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, c->hidden_size);
+}
+
+void block_attention_forward(layer_acts *la, const layer_params *lp, const model_config *c,
+                             const block_attention_core *core, int layer, const float *rope_cos,
+                             const float *rope_sin, int B, int T) {
+    const int N = B * T, C = c->hidden_size, NH = c->num_attention_heads;
+    block_norm_forward(c, la->ln1, la->ln1_mean, la->ln1_rstd, la->x, lp->ln1_w, lp->ln1_b, N);
+    matmul_forward(la->qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
+    if (c->position_embedding == POS_ROPE) rope_forward(la->qkv, rope_cos, rope_sin, B, T, C, NH);
+    core->forward(core->ctx, layer, la->atty, la->qkv);
+    matmul_forward(la->x2, la->atty, lp->o_w, N, C, C);
+    vec_add(la->x2, la->x, (size_t)N * C);
+}
+
+void block_attention_backward(model_acts *a, layer_params *gp, const layer_acts *la,
+                              const layer_params *lp, const model_config *c,
+                              const block_attention_core *core, int layer) {
+    const int B = a->B, T = a->T, N = a->N, C = c->hidden_size, NH = c->num_attention_heads;
+    const size_t NC = (size_t)N * C;
+    vec_zero(a->d_atty, NC);
+    matmul_backward(a->d_atty, gp->o_w, a->d_resid, la->atty, lp->o_w, N, C, C);
+    vec_zero(a->d_qkv, 3 * NC);
+    core->backward(core->ctx, layer, a->d_qkv, a->d_atty, la->qkv, la->atty);
+    if (c->position_embedding == POS_ROPE) rope_backward(a->d_qkv, a->rope_cos, a->rope_sin, B, T, C, NH);
+    vec_zero(a->d_ln, NC);
+    matmul_backward(a->d_ln, gp->qkv_w, a->d_qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
+    block_norm_backward(c, a->d_resid, gp->ln1_w, gp->ln1_b, a->d_ln, la->x, lp->ln1_w,
+                        la->ln1_mean, la->ln1_rstd, N);
+}
+
+void block_ffn_forward(float *x_next, layer_acts *la, const layer_params *lp,
+                       const model_config *c, const moe_shape *ms, int N) {
+    const int C = c->hidden_size;
+    block_norm_forward(c, la->ln2, la->ln2_mean, la->ln2_rstd, la->x2, lp->ln2_w, lp->ln2_b, N);
+    if (lp->is_moe)
+        moe_forward(la->ffn_out, &la->moe, la->ln2, &lp->moe, ms, N);
+    else
+        ffn_forward(la->ffn_out, la->ffn_h, la->ffn_a, la->ln2, lp->ffn_in, lp->ffn_out, N, C,
+                    c->intermediate_size, c->hidden_act);
+    residual_forward(x_next, la->x2, la->ffn_out, (size_t)N * C);
+}
+
+void block_ffn_backward(model_acts *a, layer_params *gp, const layer_acts *la,
+                        const layer_params *lp, const model_config *c, const moe_shape *ms) {
+    const int N = a->N, C = c->hidden_size;
+    vec_zero(a->d_ln, (size_t)N * C);
+    if (lp->is_moe) {
+        moe_backward(a->d_ln, &gp->moe, &a->moe_scr, a->d_resid, la->ln2, &la->moe, &lp->moe,
+                     ms, N);
+    } else {
+        ffn_backward(a->d_ln, gp->ffn_in, gp->ffn_out, a->d_ffn_a, a->d_ffn_h, a->d_resid,
+                     la->ln2, la->ffn_h, la->ffn_a, lp->ffn_in, lp->ffn_out, N, C,
+                     c->intermediate_size, c->hidden_act);
+    }
+    block_norm_backward(c, a->d_resid, gp->ln2_w, gp->ln2_b, a->d_ln, la->x2, lp->ln2_w,
+                        la->ln2_mean, la->ln2_rstd, N);
+}
