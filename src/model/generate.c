@@ -150,11 +150,14 @@ const float *gen_step(gen_state *g, int token) {
         vec_add(g->x2, g->x, C);
         // feed-forward block: dense or MoE (the router sees this one token)
         norm_row(c, g->ln, g->mean, g->rstd, g->x2, lp->ln2_w, lp->ln2_b);
-        if (lp->is_moe)
-            moe_forward(g->ffn_out, &g->moe, g->ln, &lp->moe, &ms, 1);
-        else
+        if (lp->is_moe) {
+            // one process; the token's index in the batch is its position
+            moe_router_ctx rc = {.seed = m->seed, .step = m->step, .layer = l, .first_token = t};
+            moe_forward(g->ffn_out, &g->moe, g->ln, &lp->moe, &rc, &ms, 1);
+        } else {
             ffn_forward(g->ffn_out, g->ffn_h, g->ffn_a, g->ln, lp->ffn_in, lp->ffn_out, 1, C,
                         c->intermediate_size, c->hidden_act);
+        }
         residual_forward(g->x, g->x2, g->ffn_out, C);
     }
     norm_row(c, g->ln, g->mean, g->rstd, g->x, m->w.lnf_w, m->w.lnf_b);

@@ -20,14 +20,15 @@ void model_init_parallel(model *m, const model_config *cfg, uint64_t seed,
                              .precision = MATMUL_FP32,
                              .loss_scale = 1.0f};
     m->par = par;
+    m->seed = seed;
     m->first_expert = 0;
     m->n_experts = cfg->num_local_experts;
     if (par) {
         const dist_layout *L = par->layout;
-        m->moe_par = (moe_parallel){.ep_comm = L->ep_comm, .stats_comm = L->world,
-                                    .ep_size = L->ep, .ep_rank = L->ep_rank,
-                                    .a2a_algo = par->a2a_algo,
+        m->moe_par = (moe_parallel){.ep_comm = L->ep_comm, .ep_size = L->ep,
+                                    .ep_rank = L->ep_rank, .a2a_algo = par->a2a_algo,
                                     .a2a_chunks = par->a2a_chunks};
+        m->moe_par.dispatcher = moe_dispatcher_for(&m->moe_par);
         if (cfg->num_local_experts > 0) {
             BG_ASSERT(cfg->num_local_experts % L->ep == 0);
             m->n_experts = cfg->num_local_experts / L->ep;
@@ -55,12 +56,22 @@ moe_shape model_moe_shape(const model_config *c, const moe_parallel *par) {
         .aux_coef = c->router_aux_loss_coef,
         .z_coef = c->router_z_loss_coef,
         .par = par,
+        .router = &moe_router_topk,
     };
     return s;
 }
 
 static moe_shape layer_moe_shape(const model *m) {
     return model_moe_shape(&m->cfg, m->par ? &m->moe_par : NULL);
+}
+
+// Layer l's routing context for a batch of N tokens per rank: the balance statistics
+// (and any gate's exchanged counts) span every rank of the global batch, whose tokens
+// are numbered rank by rank.
+static moe_router_ctx layer_router_ctx(const model *m, int l, int N) {
+    const dist_layout *L = m->par ? m->par->layout : NULL;
+    return (moe_router_ctx){.comm = L ? L->world : NULL, .seed = m->seed, .step = m->step,
+                            .layer = l, .first_token = L ? (long)L->world_rank * N : 0};
 }
 
 // One layout routine for measuring (arena capacity 0) and for real.
@@ -209,10 +220,12 @@ void model_forward(model *m, const int *inputs, const int *targets) {
         // feed-forward block: dense or MoE
         norm_forward(c, la->ln2, la->ln2_mean, la->ln2_rstd, la->x2, lp->ln2_w, lp->ln2_b, N);
         if (lp->is_moe) {
-            moe_forward(la->ffn_out, &la->moe, la->ln2, &lp->moe, &ms, N);
-            aux += la->moe.aux_loss;
-            z += la->moe.z_loss;
-            objective_router += ms.aux_coef * la->moe.aux_loss + ms.z_coef * la->moe.z_loss;
+            moe_router_ctx rc = layer_router_ctx(m, l, N);
+            moe_forward(la->ffn_out, &la->moe, la->ln2, &lp->moe, &rc, &ms, N);
+            const moe_router_cache *rt = &la->moe.router;
+            aux += rt->aux_loss;
+            z += rt->z_loss;
+            objective_router += ms.aux_coef * rt->aux_loss + ms.z_coef * rt->z_loss;
             moe_layers++;
         } else {
             ffn_forward(la->ffn_out, la->ffn_h, la->ffn_a, la->ln2, lp->ffn_in, lp->ffn_out, N, C,
@@ -297,8 +310,9 @@ void model_backward(model *m) {
         // through unchanged, its branch adds through the norm.
         vec_zero(a->d_ln, NC);
         if (lp->is_moe) {
+            moe_router_ctx rc = layer_router_ctx(m, l, N);
             moe_backward(a->d_ln, &gp->moe, &a->moe_scr, a->d_resid, la->ln2, &la->moe, &lp->moe,
-                         &ms, N);
+                         &rc, &ms, N);
         } else {
             ffn_backward(a->d_ln, gp->ffn_in, gp->ffn_out, a->d_ffn_a, a->d_ffn_h, a->d_resid,
                          la->ln2, la->ffn_h, la->ffn_a, lp->ffn_in, lp->ffn_out, N, C,
@@ -344,7 +358,7 @@ double model_grad_norm(model *m) {
 
 const int *model_expert_counts(const model *m, int layer) {
     if (!model_layer_is_moe(&m->cfg, layer)) return NULL;
-    return m->acts.layers[layer].moe.counts_global;
+    return m->acts.layers[layer].moe.router.counts_global;
 }
 
 double model_flops_per_token(const model_config *c, int T) {
