@@ -45,11 +45,12 @@ void block_attention_backward(model_acts *a, layer_params *gp, const layer_acts 
 }
 
 void block_ffn_forward(float *x_next, layer_acts *la, const layer_params *lp,
-                       const model_config *c, const moe_shape *ms, int N) {
+                       const model_config *c, const moe_shape *ms, const moe_router_ctx *rc,
+                       int N) {
     const int C = c->hidden_size;
     block_norm_forward(c, la->ln2, la->ln2_mean, la->ln2_rstd, la->x2, lp->ln2_w, lp->ln2_b, N);
     if (lp->is_moe)
-        moe_forward(la->ffn_out, &la->moe, la->ln2, &lp->moe, ms, N);
+        moe_forward(la->ffn_out, &la->moe, la->ln2, &lp->moe, rc, ms, N);
     else
         ffn_forward(la->ffn_out, la->ffn_h, la->ffn_a, la->ln2, lp->ffn_in, lp->ffn_out, N, C,
                     c->intermediate_size, c->hidden_act);
@@ -57,12 +58,13 @@ void block_ffn_forward(float *x_next, layer_acts *la, const layer_params *lp,
 }
 
 void block_ffn_backward(model_acts *a, layer_params *gp, const layer_acts *la,
-                        const layer_params *lp, const model_config *c, const moe_shape *ms) {
+                        const layer_params *lp, const model_config *c, const moe_shape *ms,
+                        const moe_router_ctx *rc) {
     const int N = a->N, C = c->hidden_size;
     vec_zero(a->d_ln, (size_t)N * C);
     if (lp->is_moe) {
         moe_backward(a->d_ln, &gp->moe, &a->moe_scr, a->d_resid, la->ln2, &la->moe, &lp->moe,
-                     ms, N);
+                     rc, ms, N);
     } else {
         ffn_backward(a->d_ln, gp->ffn_in, gp->ffn_out, a->d_ffn_a, a->d_ffn_h, a->d_resid,
                      la->ln2, la->ffn_h, la->ffn_a, lp->ffn_in, lp->ffn_out, N, C,

@@ -42,10 +42,13 @@ void block_attention_backward(model_acts *a, layer_params *gp, const layer_acts 
 
 // Reads la->x2; writes x_next (N,C) (the next layer's input) and keeps ln2, ln2_mean,
 // ln2_rstd, the FFN's caches (ffn_h and ffn_a, or moe) and ffn_out for backward.
+// rc: the MoE router's view of this layer and batch (unused by a dense FFN).
 void block_ffn_forward(float *x_next, layer_acts *la, const layer_params *lp,
-                       const model_config *c, const moe_shape *ms, int N);
+                       const model_config *c, const moe_shape *ms, const moe_router_ctx *rc,
+                       int N);
 // a->d_resid (N,C): d(x_next) in, d(x2) out. gp +=. a's d_ln, d_ffn_a, d_ffn_h and
 // moe_scr are workspace.
 void block_ffn_backward(model_acts *a, layer_params *gp, const layer_acts *la,
-                        const layer_params *lp, const model_config *c, const moe_shape *ms);
+                        const layer_params *lp, const model_config *c, const moe_shape *ms,
+                        const moe_router_ctx *rc);
 #endif

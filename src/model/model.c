@@ -19,14 +19,15 @@ void model_init_parallel(model *m, const model_config *cfg, uint64_t seed,
                              .precision = MATMUL_FP32,
                              .loss_scale = 1.0f};
     m->par = par;
+    m->seed = seed;
     m->first_expert = 0;
     m->n_experts = cfg->num_local_experts;
     if (par) {
         const dist_layout *L = par->layout;
-        m->moe_par = (moe_parallel){.ep_comm = L->ep_comm, .stats_comm = L->world,
-                                    .ep_size = L->ep, .ep_rank = L->ep_rank,
-                                    .a2a_algo = par->a2a_algo,
+        m->moe_par = (moe_parallel){.ep_comm = L->ep_comm, .ep_size = L->ep,
+                                    .ep_rank = L->ep_rank, .a2a_algo = par->a2a_algo,
                                     .a2a_chunks = par->a2a_chunks};
+        m->moe_par.dispatcher = moe_dispatcher_for(&m->moe_par);
         if (cfg->num_local_experts > 0) {
             BG_ASSERT(cfg->num_local_experts % L->ep == 0);
             m->n_experts = cfg->num_local_experts / L->ep;
@@ -54,12 +55,22 @@ moe_shape model_moe_shape(const model_config *c, const moe_parallel *par) {
         .aux_coef = c->router_aux_loss_coef,
         .z_coef = c->router_z_loss_coef,
         .par = par,
+        .router = &moe_router_topk,
     };
     return s;
 }
 
 static moe_shape layer_moe_shape(const model *m) {
     return model_moe_shape(&m->cfg, m->par ? &m->moe_par : NULL);
+}
+
+// Layer l's routing context for a batch of N tokens per rank: the balance statistics
+// (and any gate's exchanged counts) span every rank of the global batch, whose tokens
+// are numbered rank by rank.
+static moe_router_ctx layer_router_ctx(const model *m, int l, int N) {
+    const dist_layout *L = m->par ? m->par->layout : NULL;
+    return (moe_router_ctx){.comm = L ? L->world : NULL, .seed = m->seed, .step = m->step,
+                            .layer = l, .first_token = L ? (long)L->world_rank * N : 0};
 }
 
 // One layout routine for measuring (arena capacity 0) and for real.
@@ -218,11 +229,13 @@ void model_forward(model *m, const int *inputs, const int *targets) {
         layer_params *lp = &m->w.layers[l];
         float *x_next = l + 1 < L ? a->layers[l + 1].x : a->x_final;
         block_attention_forward(la, lp, c, &core, l, a->rope_cos, a->rope_sin, B, T);
-        block_ffn_forward(x_next, la, lp, c, &ms, N);
+        moe_router_ctx rc = layer_router_ctx(m, l, N);
+        block_ffn_forward(x_next, la, lp, c, &ms, &rc, N);
         if (lp->is_moe) {
-            aux += la->moe.aux_loss;
-            z += la->moe.z_loss;
-            objective_router += ms.aux_coef * la->moe.aux_loss + ms.z_coef * la->moe.z_loss;
+            const moe_router_cache *rt = &la->moe.router;
+            aux += rt->aux_loss;
+            z += rt->z_loss;
+            objective_router += ms.aux_coef * rt->aux_loss + ms.z_coef * rt->z_loss;
             moe_layers++;
         }
     }
@@ -302,7 +315,8 @@ void model_backward(model *m) {
         layer_acts *la = &a->layers[l];
         layer_params *lp = &m->w.layers[l], *gp = &m->g.layers[l];
         // d_resid holds d(objective)/d(x_next), then d(x2), then d(x)
-        block_ffn_backward(a, gp, la, lp, c, &ms);
+        moe_router_ctx rc = layer_router_ctx(m, l, N);
+        block_ffn_backward(a, gp, la, lp, c, &ms, &rc);
         block_attention_backward(a, gp, la, lp, c, &core, l);
     }
     embedding_backward(m->g.wte, m->g.wpe, a->d_resid, a->inputs, N, T, C);
@@ -310,7 +324,7 @@ void model_backward(model *m) {
 
 const int *model_expert_counts(const model *m, int layer) {
     if (!model_layer_is_moe(&m->cfg, layer)) return NULL;
-    return m->acts.layers[layer].moe.counts_global;
+    return m->acts.layers[layer].moe.router.counts_global;
 }
 
 double model_flops_per_token(const model_config *c, int T) {

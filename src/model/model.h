@@ -103,6 +103,8 @@ typedef struct {
     model_config cfg;
     model_options opt;
     const model_parallel *par;  // NULL: one process
+    uint64_t seed;              // model_init's seed (routers that draw numbers use it)
+    long step;                  // optimizer steps taken; the trainer keeps it current
     moe_parallel moe_par;       // the MoE layers' view of par
     int first_expert, n_experts;  // routed experts held here (all of them on one process)
     param_table table;

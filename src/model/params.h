@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "model/config.h"
-#include "moe/moe_layer.h"
+#include "moe/moe_types.h"
 
 #define PARAM_NAME_MAX 96
 #define PARAM_MAX_DIMS 2

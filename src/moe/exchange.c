@@ -5,99 +5,128 @@
 #include "core/error.h"
 #include "comm/dist.h"
 
-void moe_exchange_plan(moe_acts *acts, const moe_shape *s) {
+// The trip to the experts in a2a_chunks chunks, or in one.
+static int exchange_chunks(const moe_shape *s) {
+    return s->par->a2a_chunks > 1 ? s->par->a2a_chunks : 1;
+}
+
+void moe_exchange_cache_layout(moe_exchange_cache *xc, bg_arena *arena, const moe_shape *s, int N) {
+    size_t C = (size_t)s->C, cap = moe_expert_rows_cap(s, N), El = (size_t)moe_local_experts(s);
+    size_t P = (size_t)s->par->ep_size, chunks = (size_t)exchange_chunks(s);
+    xc->ep_size = (int)P;
+    xc->rows_local = 0;
+    xc->chunk_rows = BG_ARENA_NEW(arena, int, chunks * El * P);
+    xc->recv_counts = BG_ARENA_NEW(arena, int, P * El);
+    xc->send_rows = BG_ARENA_NEW(arena, int, P);
+    xc->recv_rows = BG_ARENA_NEW(arena, int, P);
+    xc->local_offsets = BG_ARENA_NEW(arena, int, chunks * El + 1);
+    xc->recv_to_local = BG_ARENA_NEW(arena, int, cap);
+    xc->x_recv = BG_ARENA_NEW(arena, float, cap * C);
+    xc->x_local = BG_ARENA_NEW(arena, float, cap * C);
+    xc->y_local = BG_ARENA_NEW(arena, float, cap * C);
+}
+
+void moe_exchange_scratch_layout(moe_exchange_scratch *xs, bg_arena *arena, const moe_shape *s,
+                                 int N) {
+    size_t C = (size_t)s->C, cap = moe_expert_rows_cap(s, N);
+    xs->ex_a = BG_ARENA_NEW(arena, float, cap * C);
+    xs->ex_b = BG_ARENA_NEW(arena, float, cap * C);
+    xs->ex_c = exchange_chunks(s) > 1 ? BG_ARENA_NEW(arena, float, cap * C) : NULL;
+}
+
+void moe_exchange_plan(moe_exchange_cache *xc, const int *counts, const moe_shape *s) {
     const moe_parallel *par = s->par;
     const int P = par->ep_size, El = moe_local_experts(s);
     // counts is expert-ordered, so rank q's slice is counts[q·El, (q+1)·El): exactly
     // the all-to-all layout.
-    dist_alltoall_i32(par->ep_comm, acts->counts, acts->recv_counts, El);
+    dist_alltoall_i32(par->ep_comm, counts, xc->recv_counts, El);
     for (int q = 0; q < P; q++) {
         int sent = 0, got = 0;
         for (int e = 0; e < El; e++) {
-            sent += acts->counts[q * El + e];
-            got += acts->recv_counts[q * El + e];
+            sent += counts[q * El + e];
+            got += xc->recv_counts[q * El + e];
         }
-        acts->send_rows[q] = sent;
-        acts->recv_rows[q] = got;
+        xc->send_rows[q] = sent;
+        xc->recv_rows[q] = got;
     }
-    const int n = par->a2a_chunks > 1 ? par->a2a_chunks : 1;
+    const int n = exchange_chunks(s);
     // Rows of each (chunk j, local expert e, source q): a source's block holds its
     // experts in order, and chunk j takes rows [lo_j, lo_{j+1}) of the block.
-    int *cnt = acts->chunk_rows;  // [(j·El + e)·P + q]
+    int *cnt = xc->chunk_rows;  // [(j·El + e)·P + q]
     memset(cnt, 0, sizeof(int) * (size_t)n * El * P);
     for (int q = 0; q < P; q++) {
-        int block = acts->recv_rows[q], i = 0;
+        int block = xc->recv_rows[q], i = 0;
         for (int e = 0; e < El; e++)
-            for (int x = 0; x < acts->recv_counts[q * El + e]; x++, i++) {
+            for (int x = 0; x < xc->recv_counts[q * El + e]; x++, i++) {
                 int j = 0;
                 while (j + 1 < n && i >= dist_chunk_lo(block, j + 1, n)) j++;
                 cnt[((size_t)j * El + e) * P + q]++;
             }
     }
-    acts->local_offsets[0] = 0;
+    xc->local_offsets[0] = 0;
     for (int je = 0; je < n * El; je++) {
         int rows = 0;
         for (int q = 0; q < P; q++) rows += cnt[(size_t)je * P + q];
-        acts->local_offsets[je + 1] = acts->local_offsets[je] + rows;
+        xc->local_offsets[je + 1] = xc->local_offsets[je] + rows;
     }
     // Received row (source q, i-th of its block) goes to local row: start of its
     // (chunk, expert), plus the rows of that (chunk, expert) from earlier sources,
     // plus its rank among its own (chunk, expert, source) rows.
     int r = 0;
     for (int q = 0; q < P; q++) {
-        int block = acts->recv_rows[q], i = 0;
+        int block = xc->recv_rows[q], i = 0;
         for (int e = 0; e < El; e++) {
             int seen_j = -1, k = 0;
-            for (int x = 0; x < acts->recv_counts[q * El + e]; x++, i++, r++) {
+            for (int x = 0; x < xc->recv_counts[q * El + e]; x++, i++, r++) {
                 int j = 0;
                 while (j + 1 < n && i >= dist_chunk_lo(block, j + 1, n)) j++;
                 if (j != seen_j) seen_j = j, k = 0;
                 size_t je = (size_t)j * El + e;
-                int dst = acts->local_offsets[je];
+                int dst = xc->local_offsets[je];
                 for (int q2 = 0; q2 < q; q2++) dst += cnt[je * P + q2];
-                acts->recv_to_local[r] = dst + k++;
+                xc->recv_to_local[r] = dst + k++;
             }
         }
     }
-    acts->rows_local = r;
-    BG_ASSERT(r == acts->local_offsets[n * El]);
+    xc->rows_local = r;
+    BG_ASSERT(r == xc->local_offsets[n * El]);
 }
 
-void moe_exchange_to_experts(float *recv, const float *send, const moe_acts *acts,
+void moe_exchange_to_experts(float *recv, const float *send, const moe_exchange_cache *xc,
                              const moe_shape *s) {
-    dist_alltoallv(s->par->ep_comm, (enum dist_a2a_algo)s->par->a2a_algo, send, acts->send_rows,
-                   recv, acts->recv_rows, (size_t)s->C);
+    dist_alltoallv(s->par->ep_comm, (enum dist_a2a_algo)s->par->a2a_algo, send, xc->send_rows,
+                   recv, xc->recv_rows, (size_t)s->C);
 }
 
-void moe_exchange_from_experts(float *recv, const float *send, const moe_acts *acts,
+void moe_exchange_from_experts(float *recv, const float *send, const moe_exchange_cache *xc,
                                const moe_shape *s) {
-    dist_alltoallv(s->par->ep_comm, (enum dist_a2a_algo)s->par->a2a_algo, send, acts->recv_rows,
-                   recv, acts->send_rows, (size_t)s->C);
+    dist_alltoallv(s->par->ep_comm, (enum dist_a2a_algo)s->par->a2a_algo, send, xc->recv_rows,
+                   recv, xc->send_rows, (size_t)s->C);
 }
 
-void moe_rows_recv_to_local(float *local, const float *recv, const moe_acts *acts, int C) {
-    const int R = acts->rows_local;
+void moe_rows_recv_to_local(float *local, const float *recv, const moe_exchange_cache *xc, int C) {
+    const int R = xc->rows_local;
     #pragma omp parallel for schedule(static)
     for (int r = 0; r < R; r++)
-        memcpy(local + (size_t)acts->recv_to_local[r] * C, recv + (size_t)r * C, sizeof(float) * C);
+        memcpy(local + (size_t)xc->recv_to_local[r] * C, recv + (size_t)r * C, sizeof(float) * C);
 }
 
-void moe_rows_local_to_recv(float *recv, const float *local, const moe_acts *acts, int C) {
-    const int R = acts->rows_local;
+void moe_rows_local_to_recv(float *recv, const float *local, const moe_exchange_cache *xc, int C) {
+    const int R = xc->rows_local;
     #pragma omp parallel for schedule(static)
     for (int r = 0; r < R; r++)
-        memcpy(recv + (size_t)r * C, local + (size_t)acts->recv_to_local[r] * C, sizeof(float) * C);
+        memcpy(recv + (size_t)r * C, local + (size_t)xc->recv_to_local[r] * C, sizeof(float) * C);
 }
 
-void moe_rows_recv_to_local_chunk(float *local, const float *recv, const moe_acts *acts, int C,
+void moe_rows_recv_to_local_chunk(float *local, const float *recv, const moe_exchange_cache *xc, int C,
                                   int j, int n) {
     int start = 0;
-    for (int q = 0; q < acts->ep_size; q++) {
-        int block = acts->recv_rows[q];
+    for (int q = 0; q < xc->ep_size; q++) {
+        int block = xc->recv_rows[q];
         int r0 = start + dist_chunk_lo(block, j, n), r1 = start + dist_chunk_lo(block, j + 1, n);
         #pragma omp parallel for schedule(static)
         for (int r = r0; r < r1; r++)
-            memcpy(local + (size_t)acts->recv_to_local[r] * C, recv + (size_t)r * C,
+            memcpy(local + (size_t)xc->recv_to_local[r] * C, recv + (size_t)r * C,
                    sizeof(float) * C);
         start += block;
     }

@@ -9,26 +9,54 @@
 // experts want local-expert-major (local expert, then source rank), so rows are
 // reordered once each way. Both orders are fixed by (source rank, token order),
 // so results do not depend on message timing.
-#include "moe/moe_layer.h"
+#include "core/arena.h"
+#include "moe/moe_types.h"
 
-// Exchanges the per-expert counts and fills recv_counts, send_rows, recv_rows,
-// local_offsets, recv_to_local and rows_local from acts->counts.
+// The exchange's plan and buffers, per layer (pointers into the activation arena);
+// R = rows received this step, cap = moe_expert_rows_cap.
+typedef struct {
+    int *recv_counts;   // (ep_size,El) rows from each source rank for each local expert
+    int *send_rows;     // (ep_size)
+    int *recv_rows;     // (ep_size)
+    int *local_offsets; // (chunks·El+1) first row of each (chunk, local expert) in x_local
+    int *chunk_rows;    // (chunks·El·ep_size) rows of each (chunk, local expert, source)
+    int *recv_to_local; // (cap) row of x_local for each received row
+    float *x_recv;      // (cap,C) received rows, source-major; reused for outputs going back
+    float *x_local;     // (cap,C) the same rows, local-expert-major (the experts' input)
+    float *y_local;     // (cap,C) expert outputs, local-expert-major
+    int rows_local;     // R
+    int ep_size;
+} moe_exchange_cache;
+
+// Backward workspace, shared by all MoE layers.
+typedef struct {
+    float *ex_a, *ex_b; // (cap,C) gradients received and reordered
+    float *ex_c;        // (cap,C) third buffer for the chunked exchange, NULL otherwise
+} moe_exchange_scratch;
+
+// Lays out the exchange for N tokens per rank (s->par set; a measuring arena sizes it).
+void moe_exchange_cache_layout(moe_exchange_cache *xc, bg_arena *arena, const moe_shape *s, int N);
+void moe_exchange_scratch_layout(moe_exchange_scratch *xs, bg_arena *arena, const moe_shape *s,
+                                 int N);
+
+// Exchanges the per-expert counts (E, the local dispatch plan's) and fills
+// recv_counts, send_rows, recv_rows, local_offsets, recv_to_local and rows_local.
 // With c chunks, chunk j of each (source, destination) block is its rows
 // dist_chunk_lo(cnt, j, c) .. dist_chunk_lo(cnt, j+1, c); x_local is ordered
 // (chunk, local expert, source, row) so that each chunk's rows of each expert are
 // contiguous and can go through the expert GEMMs as soon as that chunk arrives.
-void moe_exchange_plan(moe_acts *acts, const moe_shape *s);
+void moe_exchange_plan(moe_exchange_cache *xc, const int *counts, const moe_shape *s);
 // Rows of width C from the permuted buffer to the owners (forward dispatch, and the
 // backward of the return trip): send (N·k,C) → recv (R,C) source-major.
-void moe_exchange_to_experts(float *recv, const float *send, const moe_acts *acts,
+void moe_exchange_to_experts(float *recv, const float *send, const moe_exchange_cache *xc,
                              const moe_shape *s);
 // The way back: send (R,C) source-major → recv (N·k,C) in permuted order.
-void moe_exchange_from_experts(float *recv, const float *send, const moe_acts *acts,
+void moe_exchange_from_experts(float *recv, const float *send, const moe_exchange_cache *xc,
                                const moe_shape *s);
 // Reorders rows between the received (source-major) and local-expert-major orders.
-void moe_rows_recv_to_local(float *local, const float *recv, const moe_acts *acts, int C);
-void moe_rows_local_to_recv(float *recv, const float *local, const moe_acts *acts, int C);
+void moe_rows_recv_to_local(float *local, const float *recv, const moe_exchange_cache *xc, int C);
+void moe_rows_local_to_recv(float *recv, const float *local, const moe_exchange_cache *xc, int C);
 // Only the received rows of chunk j (of n chunks).
-void moe_rows_recv_to_local_chunk(float *local, const float *recv, const moe_acts *acts, int C,
-                                  int j, int n);
+void moe_rows_recv_to_local_chunk(float *local, const float *recv, const moe_exchange_cache *xc,
+                                  int C, int j, int n);
 #endif

@@ -1,65 +1,59 @@
-// Top-k softmax router: fp32 logits, stable softmax, deterministic top-k, balance losses.
+// What every gate shares: the cache layout, the balance statistics and losses, and
+// the list of gates.
 #include "moe/router.h"
 
-#include "core/error.h"
-#include "kernels/kernels.h"
+#include "comm/dist.h"
 
-#include <math.h>
 #include <stddef.h>
+#include <string.h>
 
-void moe_router_softmax_topk(float *probs, float *lse, int *topk_idx, float *topk_w,
-                             const float *logits, int N, int E, int k, int norm_topk_prob) {
-    BG_ASSERT(k >= 1 && k <= E);
-    #pragma omp parallel for schedule(static)
-    for (int t = 0; t < N; t++) {
-        const float *l = logits + (size_t)t * E;
-        float *p = probs + (size_t)t * E;
-        // Stable softmax: subtract the row max; the sum runs in double so lse (which the
-        // z-loss squares) does not depend on E's rounding.
-        float mx = l[0];
-        for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
-        double sum = 0.0;
-        for (int e = 0; e < E; e++) {
-            p[e] = expf(l[e] - mx);
-            sum += p[e];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int e = 0; e < E; e++) p[e] *= inv;
-        lse[t] = mx + (float)log(sum);
+// Every gate, one line each.
+static const moe_router *const routers[] = {
+    &moe_router_topk,
+};
 
-        // Top-k by repeated selection, O(k·E) (k is small). Selection runs on the logits,
-        // which order the experts exactly like probs but without the ties that rounding
-        // exp() can create; a strict '>' keeps the lower index on an exact tie, so the
-        // choice is deterministic and independent of the thread count.
-        int *idx = topk_idx + (size_t)t * k;
-        for (int j = 0; j < k; j++) {
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int i = 0; i < j; i++) taken |= idx[i] == e;
-                if (taken) continue;
-                if (best < 0 || l[e] > l[best]) best = e;
-            }
-            idx[j] = best;
-        }
-        float *w = topk_w + (size_t)t * k;
-        double s = 0.0;
-        for (int j = 0; j < k; j++) {
-            w[j] = p[idx[j]];
-            s += w[j];
-        }
-        // s >= p[idx[0]] >= 1/E > 0, so the division is safe.
-        if (norm_topk_prob)
-            for (int j = 0; j < k; j++) w[j] = (float)(w[j] / s);
-    }
+const moe_router *moe_router_find(const char *name) {
+    for (size_t i = 0; i < sizeof routers / sizeof routers[0]; i++)
+        if (!strcmp(routers[i]->name, name)) return routers[i];
+    return NULL;
 }
 
-void moe_router_forward(float *logits, float *probs, float *lse, int *topk_idx,
-                        float *topk_w, const float *inp, const float *gate, int N, int C,
-                        int E, int k, int norm_topk_prob) {
-    if (N == 0) return;
-    matmul_forward_fp32(logits, inp, gate, N, C, E);  // routing decisions stay in fp32
-    moe_router_softmax_topk(probs, lse, topk_idx, topk_w, logits, N, E, k, norm_topk_prob);
+void moe_router_cache_layout(moe_router_cache *c, bg_arena *arena, const moe_shape *s, int N) {
+    size_t n = (size_t)N, NK = n * s->k, E = (size_t)s->E;
+    c->logits = BG_ARENA_NEW(arena, float, n * E);
+    c->probs = BG_ARENA_NEW(arena, float, n * E);
+    c->lse = BG_ARENA_NEW(arena, float, n);
+    c->topk_idx = BG_ARENA_NEW(arena, int, NK);
+    c->topk_w = BG_ARENA_NEW(arena, float, NK);
+    c->counts_global = BG_ARENA_NEW(arena, int, E);
+    c->stats = BG_ARENA_NEW(arena, double, 2 * E + 1);
+    c->n_tokens = 0;
+    c->aux_loss = c->z_loss = 0.0;
+}
+
+void moe_router_scratch_layout(moe_router_scratch *scr, bg_arena *arena, const moe_shape *s,
+                               int N) {
+    size_t n = (size_t)N, E = (size_t)s->E;
+    scr->dlogits = BG_ARENA_NEW(arena, float, n * E);
+    scr->dprobs = BG_ARENA_NEW(arena, float, n * E);
+}
+
+void moe_router_balance_statistics(moe_router_cache *c, const moe_router_ctx *ctx,
+                                   const moe_shape *s, int N) {
+    const int E = s->E;
+    const size_t NK = (size_t)N * s->k;
+    double *st = c->stats;
+    moe_router_stat_sums(st, &st[2 * E], c->probs, c->lse, N, E);
+    for (int i = 0; i < E; i++) st[E + i] = 0;
+    for (size_t i = 0; i < NK; i++) st[E + c->topk_idx[i]] += 1;  // exact: integers in double
+    c->n_tokens = N;
+    if (ctx->comm) {
+        dist_allreduce_sum_f64(ctx->comm, st, 2 * (size_t)E + 1);
+        c->n_tokens = (double)N * dist_size(ctx->comm);
+    }
+    for (int i = 0; i < E; i++) c->counts_global[i] = (int)st[E + i];
+    moe_router_losses_from_sums(&c->aux_loss, &c->z_loss, st, st[2 * E], c->counts_global,
+                                c->n_tokens, E, s->k);
 }
 
 void moe_router_stat_sums(double *prob_sum, double *lse2_sum, const float *probs,
@@ -101,53 +95,3 @@ void moe_router_balance_losses(double *aux_loss, double *z_loss, const float *pr
     moe_router_losses_from_sums(aux_loss, z_loss, prob_sum, lse2, counts, (double)N, E, k);
 }
 
-void moe_router_backward(float *dinp, float *dgate, float *dlogits, float *dprobs,
-                         const float *dtopk_w, const float *inp, const float *gate,
-                         const float *probs, const float *lse, const int *topk_idx,
-                         const float *topk_w, const int *counts, int N, int C, int E, int k,
-                         int norm_topk_prob, float aux_coef, float z_coef) {
-    moe_router_backward_global(dinp, dgate, dlogits, dprobs, dtopk_w, inp, gate, probs, lse,
-                               topk_idx, topk_w, counts, (double)N, N, C, E, k, norm_topk_prob,
-                               aux_coef, z_coef);
-}
-
-void moe_router_backward_global(float *dinp, float *dgate, float *dlogits, float *dprobs,
-                                const float *dtopk_w, const float *inp, const float *gate,
-                                const float *probs, const float *lse, const int *topk_idx,
-                                const float *topk_w, const int *counts, double n_tokens, int N,
-                                int C, int E, int k, int norm_topk_prob, float aux_coef,
-                                float z_coef) {
-    if (N == 0) return;
-    // d(aux_coef·aux)/d probs[t,i] = aux_coef · E · f_i / n, the same for every token
-    // (f_i counts the discrete choices and is not differentiated); n and the counts
-    // are over the global batch when it is split across ranks.
-    const double aux_scale = (double)aux_coef * E / (n_tokens * n_tokens * k);
-    const double z_scale = 2.0 * (double)z_coef / n_tokens;  // d(z_coef·z)/d lse[t] = 2·z_coef·lse[t]/n
-    #pragma omp parallel for schedule(static)
-    for (int t = 0; t < N; t++) {
-        const float *p = probs + (size_t)t * E;
-        const int *idx = topk_idx + (size_t)t * k;
-        const float *dw = dtopk_w + (size_t)t * k;
-        const float *w = topk_w + (size_t)t * k;
-        float *dp = dprobs + (size_t)t * E;
-        float *dl = dlogits + (size_t)t * E;
-        for (int e = 0; e < E; e++) dp[e] = (float)(aux_scale * counts[e]);
-        if (norm_topk_prob) {
-            // w_j = p_j / s, s = Σ_j p_j  ⇒  dp_j = (dw_j − Σ_l dw_l·w_l) / s
-            double s = 0.0, dot = 0.0;
-            for (int j = 0; j < k; j++) {
-                s += p[idx[j]];
-                dot += (double)dw[j] * w[j];
-            }
-            for (int j = 0; j < k; j++) dp[idx[j]] += (float)((dw[j] - dot) / s);
-        } else {
-            for (int j = 0; j < k; j++) dp[idx[j]] += dw[j];
-        }
-        // Softmax backward, then the z-loss term (d lse / d logits = probs).
-        double pdp = 0.0;
-        for (int e = 0; e < E; e++) pdp += (double)p[e] * dp[e];
-        double zt = z_scale * lse[t];
-        for (int e = 0; e < E; e++) dl[e] = (float)(p[e] * (dp[e] - pdp + zt));
-    }
-    matmul_backward_fp32(dinp, dgate, dlogits, inp, gate, N, C, E);
-}

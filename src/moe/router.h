@@ -1,8 +1,82 @@
 #ifndef BG_MOE_ROUTER_H
 #define BG_MOE_ROUTER_H
-// Top-k softmax router ("softmax, then top-k", as in Mixtral / DeepSeek-MoE / Qwen-MoE)
-// and its balance losses. A different gate is a different router file with the same
-// outputs: topk_idx / topk_w for the dispatcher, probs / lse for the losses.
+// The router: token activations in; expert ids, gate weights, what its backward needs
+// and the batch's balance statistics out. A gate is a function table (moe_router);
+// a new gate is a new file defining one, plus its line in router.c's list.
+//
+// Today's gate, `topk` (router_topk.c): softmax, then top-k ("softmax, then top-k",
+// as in Mixtral / DeepSeek-MoE / Qwen-MoE), with the Switch aux and z balance losses.
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "moe/moe_types.h"
+
+// Where a routing decision happens. topk needs only comm; the rest is for gates that
+// exchange counts (comm), draw noise or random experts per token (seed, step, layer,
+// first_token: the same draws whatever the layout) or keep state across steps.
+typedef struct {
+    struct dist_comm *comm;  // every rank of the global batch; NULL: one process
+    uint64_t seed;           // the run's seed
+    long step;               // optimizer steps taken before this forward
+    int layer;               // the layer's index in the model
+    long first_token;        // global index in the batch of this rank's first token
+    void *state;             // the router's state_size(s) bytes, kept across steps and
+                             // in checkpoints; NULL when that size is 0
+} moe_router_ctx;
+
+// The router's forward cache (pointers into the activation arena).
+typedef struct {
+    float *logits;      // (N,E) router logits, fp32
+    float *probs;       // (N,E) softmax of logits
+    float *lse;         // (N) logsumexp of logits (z-loss)
+    int *topk_idx;      // (N,k) chosen experts, descending prob, ties → lower index
+    float *topk_w;      // (N,k) gate weights used in the combine
+    // balance statistics of the whole batch (this rank's alone on one process)
+    int *counts_global; // (E) tokens routed to each expert
+    double n_tokens;
+    double *stats;      // (2E+1) prob sums, counts, Σ lse²: one all-reduce
+    double aux_loss;    // E · Σ_i f_i P_i, f_i = count_i/(N k), P_i = mean_t probs[t,i]
+    double z_loss;      // mean_t logsumexp(logits_t)²
+} moe_router_cache;
+
+// Backward workspace (pointers into the arena).
+typedef struct {
+    float *dlogits;     // (N,E)
+    float *dprobs;      // (N,E)
+} moe_router_scratch;
+
+typedef struct moe_router {
+    const char *name;
+    // Bytes of state the gate keeps across steps (e.g. per-expert biases), 0: none.
+    size_t (*state_size)(const moe_shape *s);
+    // inp (N,C), gate (E,C) → the cache: ids, weights, statistics and (unscaled) losses.
+    void (*forward)(moe_router_cache *c, const moe_router_ctx *ctx, const float *inp,
+                    const float *gate, const moe_shape *s, int N);
+    // dtopk_w (N,k): the loss gradient of topk_w. Adds the gate weights' gradient and
+    // that of aux_coef·aux + z_coef·z: dinp (N,C) += (NULL skips), dgate (E,C) +=.
+    void (*backward)(float *dinp, float *dgate, moe_router_scratch *scr,
+                     const float *dtopk_w, const float *inp, const moe_router_cache *c,
+                     const moe_router_ctx *ctx, const float *gate, const moe_shape *s, int N);
+} moe_router;
+
+extern const moe_router moe_router_topk;
+// The gate of that name, NULL if none.
+const moe_router *moe_router_find(const char *name);
+
+// Lays out the cache / workspace for N tokens (a measuring arena with capacity 0
+// sizes it; see core/arena.h).
+void moe_router_cache_layout(moe_router_cache *c, bg_arena *arena, const moe_shape *s, int N);
+void moe_router_scratch_layout(moe_router_scratch *scr, bg_arena *arena, const moe_shape *s,
+                               int N);
+
+// For gates that cache probs and lse: counts from topk_idx, then the statistics summed
+// over ctx->comm (a fixed rank order: the same bits on every rank), counts_global,
+// n_tokens and both losses.
+void moe_router_balance_statistics(moe_router_cache *c, const moe_router_ctx *ctx,
+                                   const moe_shape *s, int N);
+
+// --- topk's steps, public so tests can run them alone ---
 
 // inp (N,C), gate (E,C) → logits (N,E) = inp · gateᵀ in fp32, probs (N,E) = softmax,
 // lse (N) = logsumexp(logits), topk_idx (N,k) the k largest in descending order with

@@ -254,6 +254,7 @@ double trainer_compute_grads(trainer *tr) {
     loader_samples(&tr->train, tr->samples + (uint64_t)tr->rank * B, B, tr->inputs, tr->targets);
     tr->samples += (uint64_t)B * (tr->world > 0 ? tr->world : 1);
     m->opt.loss_scale = tr->loss_scale;  // the precision was set once, in trainer_init
+    m->step = tr->step;                  // routers that draw numbers key them by step
     model_forward(m, tr->inputs, tr->targets);
     grad_sync_loss(m);
     model_zero_grad(m);

@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
         adamw_update(&opt, m.params, m.grads, &m.table, &hp, 3e-3f, grad_clip_scale(norm, 1.0f));
         if (P > 1 && L.ep > 1)
             for (int l = 0; l < c.num_hidden_layers; l++)
-                for (int q = 0; q < L.ep; q++) zero_blocks += m.acts.layers[l].moe.send_rows[q] == 0;
+                for (int q = 0; q < L.ep; q++) zero_blocks += m.acts.layers[l].moe.exchange.send_rows[q] == 0;
         if (f) fprintf(f, "%d %.17g %.17g %.17g %.17g\n", step + 1, m.loss, m.aux_loss, m.z_loss, norm);
         TU_CHECK(isfinite(m.loss), "loss not finite");
     }

@@ -62,7 +62,7 @@ static run_result run(const model_config *cfg, model_options opt, int B, int T,
         if (!model_layer_is_moe(cfg, l)) continue;
         size_t n = (size_t)N * cfg->num_experts_per_tok;
         r.topk[l] = malloc(sizeof(int) * n);
-        memcpy(r.topk[l], m.acts.layers[l].moe.topk_idx, sizeof(int) * n);
+        memcpy(r.topk[l], m.acts.layers[l].moe.router.topk_idx, sizeof(int) * n);
     }
     model_zero_grad(&m);
     model_backward(&m);

@@ -23,7 +23,7 @@ static int routing_equal(const model *m, int **saved, int save) {
     int N = m->acts.N, k = m->cfg.num_experts_per_tok, same = 1;
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
         if (!model_layer_is_moe(&m->cfg, l)) continue;
-        const int *idx = m->acts.layers[l].moe.topk_idx;
+        const int *idx = m->acts.layers[l].moe.router.topk_idx;
         if (save) memcpy(saved[l], idx, sizeof(int) * N * k);
         else if (memcmp(saved[l], idx, sizeof(int) * N * k) != 0) same = 0;
     }

@@ -86,7 +86,7 @@ static void state_init(layer_state *st, const moe_shape *s, int N) {
     bg_arena_init(&m, 0);
     moe_acts_layout(&st->acts, &m, s, N);
     moe_scratch_layout(&st->scr, &m, s, N);
-    TU_CHECK(st->acts.x_perm == NULL && st->scr.dy_perm == NULL, "measuring arena gave pointers");
+    TU_CHECK(st->acts.dispatch.x_perm == NULL && st->scr.dispatch.dy_perm == NULL, "measuring arena gave pointers");
     size_t need = m.used;
     bg_arena_init(&st->arena, need);
     moe_acts_layout(&st->acts, &st->arena, s, N);
@@ -118,9 +118,10 @@ static void check_layer(moe_shape s, int N, uint64_t seed) {
 
     layer_state st;
     state_init(&st, &s, N);
+    const moe_router_ctx rc = {.layer = 0};  // one process: no communicator
     float *out = malloc(sizeof(float) * (nx + 1));
     for (size_t i = 0; i < nx; i++) out[i] = NAN;  // WRITES: garbage must not leak through
-    moe_forward(out, &st.acts, inp, &p, &s, N);
+    moe_forward(out, &st.acts, inp, &p, &rc, &s, N);
 
     // Reference forward, choosing experts itself.
     layer_ctx c = {ref_from_float(x, b.total), &b, &s, N, malloc(sizeof(int) * (NK + 1)),
@@ -132,17 +133,17 @@ static void check_layer(moe_shape s, int N, uint64_t seed) {
     ref_logits(rlogits, c.x + b.inp, rp.gate, N, C, E);
     double margin = ref_topk_margin(rlogits, c.idx, N, E, k);
     TU_CHECK(margin > MIN_MARGIN, "test set-up: top-k margin %g too small for FD", margin);
-    TU_CHECK(!memcmp(st.acts.topk_idx, c.idx, sizeof(int) * NK), "expert choice differs from reference");
+    TU_CHECK(!memcmp(st.acts.router.topk_idx, c.idx, sizeof(int) * NK), "expert choice differs from reference");
     int starved = k < E;
-    if (starved) TU_CHECK(st.acts.counts[E - 1] == 0, "test set-up: last expert got tokens");
+    if (starved) TU_CHECK(st.acts.dispatch.counts[E - 1] == 0, "test set-up: last expert got tokens");
     int total = 0;
-    for (int e = 0; e < E; e++) total += st.acts.counts[e];
+    for (int e = 0; e < E; e++) total += st.acts.dispatch.counts[e];
     TU_CHECK(total == (int)NK, "counts sum to %d, want %zu", total, NK);
     ref_expect("layer out", out, c.out, nx, FWD_ATOL, FWD_RTOL);
-    TU_CHECK(fabs(st.acts.aux_loss - raux) <= LOSS_TOL * (1 + fabs(raux)), "aux %.9g want %.9g",
-             st.acts.aux_loss, raux);
-    TU_CHECK(fabs(st.acts.z_loss - rz) <= LOSS_TOL * (1 + fabs(rz)), "z %.9g want %.9g",
-             st.acts.z_loss, rz);
+    TU_CHECK(fabs(st.acts.router.aux_loss - raux) <= LOSS_TOL * (1 + fabs(raux)), "aux %.9g want %.9g",
+             st.acts.router.aux_loss, raux);
+    TU_CHECK(fabs(st.acts.router.z_loss - rz) <= LOSS_TOL * (1 + fabs(rz)), "z %.9g want %.9g",
+             st.acts.router.z_loss, rz);
 
     // Backward into gradients that already hold values (it must accumulate).
     float *gx = malloc(sizeof(float) * b.total);
@@ -151,14 +152,14 @@ static void check_layer(moe_shape s, int N, uint64_t seed) {
     memcpy(gx_before, gx, sizeof(float) * b.total);
     moe_params gp = float_views(gx, &b, s.S);
     // Dirty scratch: backward must not depend on what the workspace held.
-    memset(st.scr.dy_perm, 0xff, sizeof(float) * NK * C);  // NaN bit patterns
-    memset(st.scr.dx_perm, 0xff, sizeof(float) * NK * C);
+    memset(st.scr.dispatch.dy_perm, 0xff, sizeof(float) * NK * C);  // NaN bit patterns
+    memset(st.scr.dispatch.dx_perm, 0xff, sizeof(float) * NK * C);
     memset(st.scr.dh, 0xff, sizeof(float) * NK * U);
     memset(st.scr.da, 0xff, sizeof(float) * NK * F);
-    memset(st.scr.dlogits, 0xff, sizeof(float) * N * E);
-    memset(st.scr.dprobs, 0xff, sizeof(float) * N * E);
+    memset(st.scr.router.dlogits, 0xff, sizeof(float) * N * E);
+    memset(st.scr.router.dprobs, 0xff, sizeof(float) * N * E);
     memset(st.scr.dtopk_w, 0xff, sizeof(float) * NK);
-    moe_backward(gx + b.inp, &gp, &st.scr, dout, inp, &st.acts, &p, &s, N);
+    moe_backward(gx + b.inp, &gp, &st.scr, dout, inp, &st.acts, &p, &rc, &s, N);
 
     double *want = ref_from_float(gx_before, b.total), *fd = malloc(sizeof(double) * b.total);
     ref_fd_grad(fd, c.x, b.total, FD_EPS, layer_loss, &c);
@@ -190,17 +191,17 @@ static void check_layer(moe_shape s, int N, uint64_t seed) {
     float *out2 = malloc(sizeof(float) * (nx + 1)), *gx2 = malloc(sizeof(float) * b.total);
     memcpy(gx2, gx_before, sizeof(float) * b.total);
     moe_params gp2 = float_views(gx2, &b, s.S);
-    moe_forward(out2, &st2.acts, inp, &p, &s, N);
-    moe_backward(gx2 + b.inp, &gp2, &st2.scr, dout, inp, &st2.acts, &p, &s, N);
+    moe_forward(out2, &st2.acts, inp, &p, &rc, &s, N);
+    moe_backward(gx2 + b.inp, &gp2, &st2.scr, dout, inp, &st2.acts, &p, &rc, &s, N);
     TU_CHECK(!memcmp(out, out2, sizeof(float) * nx), "forward not bitwise repeatable");
     TU_CHECK(!memcmp(gx, gx2, sizeof(float) * b.total), "backward not bitwise repeatable");
-    TU_CHECK(st.acts.aux_loss == st2.acts.aux_loss && st.acts.z_loss == st2.acts.z_loss,
+    TU_CHECK(st.acts.router.aux_loss == st2.acts.router.aux_loss && st.acts.router.z_loss == st2.acts.router.z_loss,
              "losses not bitwise repeatable");
-    TU_CHECK(!memcmp(st.acts.token_of, st2.acts.token_of, sizeof(int) * NK),
+    TU_CHECK(!memcmp(st.acts.dispatch.token_of, st2.acts.dispatch.token_of, sizeof(int) * NK),
              "permutation not repeatable");
     for (int e = 0; e < E; e++)
-        for (int q = st.acts.offsets[e] + 1; q < st.acts.offsets[e + 1]; q++)
-            TU_CHECK(st.acts.token_of[q - 1] < st.acts.token_of[q],
+        for (int q = st.acts.dispatch.offsets[e] + 1; q < st.acts.dispatch.offsets[e + 1]; q++)
+            TU_CHECK(st.acts.dispatch.token_of[q - 1] < st.acts.dispatch.token_of[q],
                      "expert %d rows not in token order", e);
 
     bg_arena_free(&st.arena);
@@ -211,18 +212,19 @@ static void check_layer(moe_shape s, int N, uint64_t seed) {
 
 // N == 0 (e.g. an empty micro-batch on one rank): nothing to do, no crash, losses 0.
 static void check_no_tokens(void) {
-    moe_shape s = {12, 4, 2, 5, 1, FFN_SWIGLU, 1, 0.01f, 0.001f, NULL};
+    moe_shape s = {12, 4, 2, 5, 1, FFN_SWIGLU, 1, 0.01f, 0.001f, NULL, &moe_router_topk};
     block_layout b = layout_of(&s, 0);
     float *x = malloc(sizeof(float) * b.total), *gx = calloc(b.total, sizeof(float));
     tu_fill_normal(x, b.total, 1.0);
     moe_params p = float_views(x, &b, s.S), gp = float_views(gx, &b, s.S);
     layer_state st;
     state_init(&st, &s, 0);
+    const moe_router_ctx rc = {.layer = 0};
     float out = 0, dout = 0;
-    st.acts.aux_loss = st.acts.z_loss = 1;
-    moe_forward(&out, &st.acts, x + b.inp, &p, &s, 0);
-    moe_backward(gx + b.inp, &gp, &st.scr, &dout, x + b.inp, &st.acts, &p, &s, 0);
-    int zero = st.acts.aux_loss == 0 && st.acts.z_loss == 0;
+    st.acts.router.aux_loss = st.acts.router.z_loss = 1;
+    moe_forward(&out, &st.acts, x + b.inp, &p, &rc, &s, 0);
+    moe_backward(gx + b.inp, &gp, &st.scr, &dout, x + b.inp, &st.acts, &p, &rc, &s, 0);
+    int zero = st.acts.router.aux_loss == 0 && st.acts.router.z_loss == 0;
     for (size_t i = 0; i < b.total; i++) zero &= gx[i] == 0;
     TU_CHECK(zero, "N == 0: losses or gradients not zero");
     bg_arena_free(&st.arena);
@@ -231,17 +233,17 @@ static void check_no_tokens(void) {
 }
 
 int main(void) {
-    // moe_shape: C, E, k, F, S, act, norm_topk_prob, aux_coef, z_coef.
+    // moe_shape: C, E, k, F, S, act, norm_topk_prob, aux_coef, z_coef, par, router.
     // Odd sizes on purpose (C = 12, N = 7, F = 5); coefficients far larger than in
     // training so that the aux / z gradients are not lost under the tolerance.
     uint64_t seed = 100;
-    check_layer((moe_shape){12, 4, 2, 5, 1, FFN_GELU, 1, 0.5f, 0.2f, NULL}, 7, seed++);
-    check_layer((moe_shape){12, 4, 2, 5, 2, FFN_SWIGLU, 0, 0.5f, 0.2f, NULL}, 7, seed++);
-    check_layer((moe_shape){12, 4, 1, 5, 0, FFN_SWIGLU, 1, 0.5f, 0.2f, NULL}, 7, seed++);
-    check_layer((moe_shape){12, 4, 1, 5, 0, FFN_GELU, 0, 0.5f, 0.2f, NULL}, 7, seed++);
-    check_layer((moe_shape){12, 4, 2, 5, 0, FFN_SWIGLU, 1, 0.0f, 0.0f, NULL}, 7, seed++);
-    check_layer((moe_shape){12, 6, 3, 5, 1, FFN_SWIGLU, 1, 0.01f, 0.001f, NULL}, 9, seed++);
-    check_layer((moe_shape){8, 3, 3, 4, 1, FFN_GELU, 0, 0.5f, 0.2f, NULL}, 5, seed++);  // k == E
+    check_layer((moe_shape){12, 4, 2, 5, 1, FFN_GELU, 1, 0.5f, 0.2f, NULL, &moe_router_topk}, 7, seed++);
+    check_layer((moe_shape){12, 4, 2, 5, 2, FFN_SWIGLU, 0, 0.5f, 0.2f, NULL, &moe_router_topk}, 7, seed++);
+    check_layer((moe_shape){12, 4, 1, 5, 0, FFN_SWIGLU, 1, 0.5f, 0.2f, NULL, &moe_router_topk}, 7, seed++);
+    check_layer((moe_shape){12, 4, 1, 5, 0, FFN_GELU, 0, 0.5f, 0.2f, NULL, &moe_router_topk}, 7, seed++);
+    check_layer((moe_shape){12, 4, 2, 5, 0, FFN_SWIGLU, 1, 0.0f, 0.0f, NULL, &moe_router_topk}, 7, seed++);
+    check_layer((moe_shape){12, 6, 3, 5, 1, FFN_SWIGLU, 1, 0.01f, 0.001f, NULL, &moe_router_topk}, 9, seed++);
+    check_layer((moe_shape){8, 3, 3, 4, 1, FFN_GELU, 0, 0.5f, 0.2f, NULL, &moe_router_topk}, 5, seed++);  // k == E
     check_no_tokens();
     matmul_cache_clear();
     return tu_finish("moe/test_moe_layer");

@@ -160,10 +160,10 @@ int main(int argc, char **argv) {
     for (int l = 0; l < L; l++) {
         if (!model_layer_is_moe(&cfg, l)) continue;
         const moe_acts *ma = &m->acts.layers[l].moe;
-        memcpy(topk + (size_t)l * N * k, ma->topk_idx, sizeof(int) * (size_t)N * k);
-        memcpy(counts + (size_t)l * E, ma->counts, sizeof(int) * (size_t)E);
-        layer_aux[l] = ma->aux_loss;
-        layer_z[l] = ma->z_loss;
+        memcpy(topk + (size_t)l * N * k, ma->router.topk_idx, sizeof(int) * (size_t)N * k);
+        memcpy(counts + (size_t)l * E, ma->dispatch.counts, sizeof(int) * (size_t)E);
+        layer_aux[l] = ma->router.aux_loss;
+        layer_z[l] = ma->router.z_loss;
     }
     model_backward(m);
     float *grad1 = copy_block(m->grads, numel);

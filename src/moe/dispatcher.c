@@ -1,0 +1,229 @@
+// The three dispatchers and the choice between them. The local plan and permutation
+// are the expert-parallel dispatchers' first step too.
+#include "moe/dispatcher.h"
+
+#include "comm/dist.h"
+#include "kernels/kernels.h"
+#include "moe/dispatch.h"
+
+#include <stddef.h>
+
+// The local plan and permuted rows, shared by every dispatcher.
+static void local_layout(moe_dispatch_cache *dc, moe_exchange_cache *xc, bg_arena *arena,
+                         const moe_shape *s, int N) {
+    size_t NK = (size_t)N * s->k, E = (size_t)s->E, C = (size_t)s->C;
+    dc->counts = BG_ARENA_NEW(arena, int, E);
+    dc->offsets = BG_ARENA_NEW(arena, int, E + 1);
+    dc->row_of = BG_ARENA_NEW(arena, int, NK);
+    dc->token_of = BG_ARENA_NEW(arena, int, NK);
+    // Dropless: exactly N·k permuted rows, whatever the routing.
+    dc->x_perm = BG_ARENA_NEW(arena, float, NK * C);
+    dc->y_perm = BG_ARENA_NEW(arena, float, NK * C);
+    *xc = (moe_exchange_cache){.ep_size = 1};
+}
+
+static void local_scratch_layout(moe_dispatch_scratch *ds, moe_exchange_scratch *xs,
+                                 bg_arena *arena, const moe_shape *s, int N) {
+    size_t NK = (size_t)N * s->k, C = (size_t)s->C;
+    ds->dy_perm = BG_ARENA_NEW(arena, float, NK * C);
+    ds->dx_perm = BG_ARENA_NEW(arena, float, NK * C);
+    *xs = (moe_exchange_scratch){0};
+}
+
+static void local_plan(moe_dispatch_cache *dc, moe_exchange_cache *xc, const int *topk_idx,
+                       const moe_shape *s, int N) {
+    (void)xc;
+    moe_dispatch_plan(dc->counts, dc->offsets, dc->row_of, dc->token_of, topk_idx, N, s->E,
+                      s->k);
+}
+
+static void local_to_experts(moe_dispatch_cache *dc, moe_exchange_cache *xc, const float *inp,
+                             const moe_expert_pass *pass, const moe_shape *s, int N) {
+    (void)xc;
+    moe_permute_forward(dc->x_perm, inp, dc->token_of, N * s->k, s->C);
+    pass->run(pass->ctx, dc->y_perm, dc->x_perm, dc->offsets, s->E);
+}
+
+static void local_from_experts(moe_dispatch_cache *dc, moe_exchange_cache *xc,
+                               const moe_shape *s, int N) {
+    (void)dc, (void)xc, (void)s, (void)N;  // the experts wrote y_perm in place
+}
+
+static void local_from_experts_backward(moe_dispatch_scratch *ds, moe_exchange_scratch *xs,
+                                        const moe_dispatch_cache *dc,
+                                        const moe_exchange_cache *xc,
+                                        const moe_expert_pass *pass, const moe_shape *s, int N) {
+    (void)xs, (void)xc;
+    if (pass->accumulates) vec_zero(ds->dx_perm, (size_t)N * s->k * s->C);
+    pass->run(pass->ctx, ds->dx_perm, ds->dy_perm, dc->offsets, s->E);
+}
+
+static void local_to_experts_backward(float *dinp, moe_dispatch_scratch *ds,
+                                      moe_exchange_scratch *xs, const moe_dispatch_cache *dc,
+                                      const moe_exchange_cache *xc, const moe_shape *s, int N) {
+    (void)xs, (void)xc;
+    moe_permute_backward(dinp, ds->dx_perm, dc->row_of, N, s->k, s->C);
+}
+
+const moe_dispatcher moe_dispatcher_local = {
+    .name = "local",
+    .layout = local_layout,
+    .scratch_layout = local_scratch_layout,
+    .plan = local_plan,
+    .to_experts = local_to_experts,
+    .from_experts = local_from_experts,
+    .from_experts_backward = local_from_experts_backward,
+    .to_experts_backward = local_to_experts_backward,
+};
+
+// --- expert parallelism: the local plan and permutation, then the exchange ---
+
+static void ep_layout(moe_dispatch_cache *dc, moe_exchange_cache *xc, bg_arena *arena,
+                      const moe_shape *s, int N) {
+    local_layout(dc, xc, arena, s, N);
+    moe_exchange_cache_layout(xc, arena, s, N);
+}
+
+static void ep_scratch_layout(moe_dispatch_scratch *ds, moe_exchange_scratch *xs, bg_arena *arena,
+                              const moe_shape *s, int N) {
+    local_scratch_layout(ds, xs, arena, s, N);
+    moe_exchange_scratch_layout(xs, arena, s, N);
+}
+
+static void ep_plan(moe_dispatch_cache *dc, moe_exchange_cache *xc, const int *topk_idx,
+                    const moe_shape *s, int N) {
+    local_plan(dc, xc, topk_idx, s, N);
+    moe_exchange_plan(xc, dc->counts, s);
+}
+
+// One trip to the experts: send (N·k,C) in permuted order lands in recv (R,C)
+// source-major, is reordered into local (R,C) local-expert-major, and the pass turns
+// local into out (R,C). The same for the forward's x and the backward's dy.
+typedef struct {
+    const float *send;
+    float *recv, *local, *out;
+} ep_trip;
+
+static void alltoall_trip(const ep_trip *t, const moe_exchange_cache *xc,
+                          const moe_expert_pass *pass, const moe_shape *s) {
+    const int C = s->C;
+    moe_exchange_to_experts(t->recv, t->send, xc, s);
+    moe_rows_recv_to_local(t->local, t->recv, xc, C);
+    // After the reorder: out may be the receive buffer, free by now.
+    if (pass->accumulates) vec_zero(t->out, (size_t)xc->rows_local * C);
+    pass->run(pass->ctx, t->out, t->local, xc->local_offsets, moe_local_experts(s));
+}
+
+// Chunk j's experts run while chunks j+1.. are still in flight; out must not be recv.
+static void chunked_trip(const ep_trip *t, const moe_exchange_cache *xc,
+                         const moe_expert_pass *pass, const moe_shape *s) {
+    const int C = s->C, El = moe_local_experts(s), n_chunks = s->par->a2a_chunks;
+    if (pass->accumulates) vec_zero(t->out, (size_t)xc->rows_local * C);
+    dist_a2a *h = dist_a2a_begin(s->par->ep_comm, (enum dist_a2a_algo)s->par->a2a_algo, t->send,
+                                 xc->send_rows, t->recv, xc->recv_rows, (size_t)C, n_chunks);
+    for (int j = 0; j < n_chunks; j++) {
+        dist_a2a_wait_chunk(h, j);
+        moe_rows_recv_to_local_chunk(t->local, t->recv, xc, C, j, n_chunks);
+        pass->run(pass->ctx, t->out, t->local, xc->local_offsets + (size_t)j * El, El);
+        dist_a2a_progress(h);
+    }
+    dist_a2a_end(h);
+}
+
+// The way back: out (R,C) local-expert-major through tmp (R,C) source-major to
+// dst (N·k,C) in permuted order.
+static void ep_home(float *dst, float *tmp, const float *out, const moe_exchange_cache *xc,
+                    const moe_shape *s) {
+    moe_rows_local_to_recv(tmp, out, xc, s->C);
+    moe_exchange_from_experts(dst, tmp, xc, s);
+}
+
+// The forward's rows: x_perm → x_recv → x_local → y_local, back through x_recv.
+static ep_trip forward_trip(const moe_dispatch_cache *dc, const moe_exchange_cache *xc) {
+    return (ep_trip){.send = dc->x_perm, .recv = xc->x_recv, .local = xc->x_local,
+                     .out = xc->y_local};
+}
+
+static void alltoall_to_experts(moe_dispatch_cache *dc, moe_exchange_cache *xc, const float *inp,
+                                const moe_expert_pass *pass, const moe_shape *s, int N) {
+    moe_permute_forward(dc->x_perm, inp, dc->token_of, N * s->k, s->C);
+    ep_trip t = forward_trip(dc, xc);
+    alltoall_trip(&t, xc, pass, s);
+}
+
+static void chunked_to_experts(moe_dispatch_cache *dc, moe_exchange_cache *xc, const float *inp,
+                               const moe_expert_pass *pass, const moe_shape *s, int N) {
+    moe_permute_forward(dc->x_perm, inp, dc->token_of, N * s->k, s->C);
+    ep_trip t = forward_trip(dc, xc);
+    chunked_trip(&t, xc, pass, s);
+}
+
+static void ep_from_experts(moe_dispatch_cache *dc, moe_exchange_cache *xc, const moe_shape *s,
+                            int N) {
+    (void)N;
+    ep_home(dc->y_perm, xc->x_recv, xc->y_local, xc, s);
+}
+
+// The backward's rows: dy_perm → ex_a → ex_b → the experts' dx, which the single trip
+// writes over ex_a and the chunked one into ex_c; back through ex_b into dx_perm.
+static void alltoall_from_experts_backward(moe_dispatch_scratch *ds, moe_exchange_scratch *xs,
+                                           const moe_dispatch_cache *dc,
+                                           const moe_exchange_cache *xc,
+                                           const moe_expert_pass *pass, const moe_shape *s,
+                                           int N) {
+    (void)dc, (void)N;
+    ep_trip t = {.send = ds->dy_perm, .recv = xs->ex_a, .local = xs->ex_b, .out = xs->ex_a};
+    alltoall_trip(&t, xc, pass, s);
+}
+
+static void chunked_from_experts_backward(moe_dispatch_scratch *ds, moe_exchange_scratch *xs,
+                                          const moe_dispatch_cache *dc,
+                                          const moe_exchange_cache *xc,
+                                          const moe_expert_pass *pass, const moe_shape *s,
+                                          int N) {
+    (void)dc, (void)N;
+    ep_trip t = {.send = ds->dy_perm, .recv = xs->ex_a, .local = xs->ex_b, .out = xs->ex_c};
+    chunked_trip(&t, xc, pass, s);
+}
+
+static void alltoall_to_experts_backward(float *dinp, moe_dispatch_scratch *ds,
+                                         moe_exchange_scratch *xs, const moe_dispatch_cache *dc,
+                                         const moe_exchange_cache *xc, const moe_shape *s,
+                                         int N) {
+    ep_home(ds->dx_perm, xs->ex_b, xs->ex_a, xc, s);
+    moe_permute_backward(dinp, ds->dx_perm, dc->row_of, N, s->k, s->C);
+}
+
+static void chunked_to_experts_backward(float *dinp, moe_dispatch_scratch *ds,
+                                        moe_exchange_scratch *xs, const moe_dispatch_cache *dc,
+                                        const moe_exchange_cache *xc, const moe_shape *s, int N) {
+    ep_home(ds->dx_perm, xs->ex_b, xs->ex_c, xc, s);
+    moe_permute_backward(dinp, ds->dx_perm, dc->row_of, N, s->k, s->C);
+}
+
+const moe_dispatcher moe_dispatcher_alltoall = {
+    .name = "alltoall",
+    .layout = ep_layout,
+    .scratch_layout = ep_scratch_layout,
+    .plan = ep_plan,
+    .to_experts = alltoall_to_experts,
+    .from_experts = ep_from_experts,
+    .from_experts_backward = alltoall_from_experts_backward,
+    .to_experts_backward = alltoall_to_experts_backward,
+};
+
+const moe_dispatcher moe_dispatcher_chunked = {
+    .name = "chunked",
+    .layout = ep_layout,
+    .scratch_layout = ep_scratch_layout,
+    .plan = ep_plan,
+    .to_experts = chunked_to_experts,
+    .from_experts = ep_from_experts,
+    .from_experts_backward = chunked_from_experts_backward,
+    .to_experts_backward = chunked_to_experts_backward,
+};
+
+const moe_dispatcher *moe_dispatcher_for(const moe_parallel *par) {
+    if (!par) return &moe_dispatcher_local;
+    return par->a2a_chunks > 1 ? &moe_dispatcher_chunked : &moe_dispatcher_alltoall;
+}

@@ -1,0 +1,65 @@
+#ifndef BG_MOE_TYPES_H
+#define BG_MOE_TYPES_H
+// What every part of the MoE layer (router, dispatcher, experts) agrees on: the
+// layer's shape, its parameter views and the expert-parallel layout. A header of its
+// own so that the parts depend on it and not on each other.
+#include <stddef.h>
+
+#include "moe/ffn.h"
+
+struct dist_comm;
+struct moe_router;
+struct moe_dispatcher;
+
+// Expert parallelism (BaGuaLu's layout): the ep_size ranks of ep_comm together hold
+// all E experts, E/ep_size each, rank q the experts [q·E/ep_size, (q+1)·E/ep_size).
+// Tokens go to the rank owning their expert and come back (all-to-all-v).
+typedef struct {
+    struct dist_comm *ep_comm;
+    int ep_size, ep_rank;
+    int a2a_algo;       // enum dist_a2a_algo: flat or hierarchical
+    int a2a_chunks;     // >1: the trip to the experts in chunks, each chunk's experts
+                        // computed while the next chunk is still in flight
+    // How rows reach the experts; moe_dispatcher_for(this) once the fields above are
+    // set (dispatcher.h).
+    const struct moe_dispatcher *dispatcher;
+} moe_parallel;
+
+typedef struct {
+    int C;              // hidden size
+    int E;              // routed experts
+    int k;              // experts per token
+    int F;              // expert (and shared expert) intermediate size
+    int S;              // shared experts (always on), 0 = none
+    ffn_act act;
+    int norm_topk_prob; // renormalize the k gate weights to sum to 1
+    float aux_coef;     // Switch aux loss coefficient
+    float z_coef;       // router z-loss coefficient
+    const moe_parallel *par;         // NULL: one process holds every expert
+    const struct moe_router *router; // the gate (router.h), e.g. &moe_router_topk
+} moe_shape;
+
+static inline int moe_local_experts(const moe_shape *s) { return s->par ? s->E / s->par->ep_size : s->E; }
+static inline int moe_first_expert(const moe_shape *s) {
+    return s->par ? s->par->ep_rank * moe_local_experts(s) : 0;
+}
+
+// Rows the experts of this rank may see: N·k on one process; with expert parallelism
+// every source rank may send each token's rows for up to min(k, El) local experts.
+// Dropless means no capacity limit, so buffers of this many rows cover the worst case
+// once and never grow.
+static inline size_t moe_expert_rows_cap(const moe_shape *s, int N) {
+    if (!s->par) return (size_t)N * s->k;
+    int El = moe_local_experts(s), per_token = s->k < El ? s->k : El;
+    return (size_t)N * per_token * s->par->ep_size;
+}
+
+// Views into the parameter block, or into the gradient block (same layout).
+typedef struct {
+    float *gate;        // (E,C) router
+    float *w_in;        // (El,U,C) this rank's experts' input projections, expert-major
+    float *w_out;       // (El,C,F)     (El = E, or E/ep_size with expert parallelism)
+    float *shared_in;   // (S,U,C), NULL when S == 0
+    float *shared_out;  // (S,C,F)
+} moe_params;
+#endif
