@@ -87,3 +87,20 @@ int args_help(const arg_spec *specs, int count, int argc, char **argv, const cha
         }
     return 0;
 }
+
+int args_split_files(const arg_spec *specs, int count, int argc, char **argv, char **files, int *nfiles) {
+    int nflags = 0;
+    *nfiles = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strncmp(argv[i], "--", 2) != 0) {
+            files[(*nfiles)++] = argv[i];
+            continue;
+        }
+        argv[nflags++] = argv[i];
+        int takes_value = 1;
+        for (int j = 0; j < count; j++)
+            if (!strcmp(argv[i] + 2, specs[j].name)) takes_value = specs[j].kind != ARG_SWITCH;
+        if (takes_value && i + 1 < argc) argv[nflags++] = argv[++i];
+    }
+    return nflags;
+}

@@ -18,4 +18,8 @@ void args_usage(const arg_spec *specs, int count, const char *verb, const char *
 // command then exits 0 without parsing the rest.
 int args_help(const arg_spec *specs, int count, int argc, char **argv, const char *verb,
               const char *summary);
+// For verbs that take files after their flags: moves the arguments that are neither
+// flags nor flag values to files[] (room for argc; "-" is a file), leaving the flags at
+// the front of argv for args_parse. Returns the number of flag arguments.
+int args_split_files(const arg_spec *specs, int count, int argc, char **argv, char **files, int *nfiles);
 #endif

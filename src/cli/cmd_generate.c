@@ -155,11 +155,15 @@ int cmd_generate(int argc, char **argv) {
         if (parse_ids(prompt_tokens, V, &ids, &n_ids) != BG_OK) goto bad_tok;
     } else {
         bpe_ids enc = {0};
-        bpe_ids_push(&enc, bpe_eot_token(tok));
-        if (prompt) {
+        int rc = bpe_ids_push(&enc, bpe_eot_token(tok));
+        if (prompt && rc == BG_OK) {
             bpe_encoder *e = bpe_encoder_new(tok);
-            bpe_encode(e, (const uint8_t *)prompt, strlen(prompt), &enc);
+            rc = bpe_encode(e, (const uint8_t *)prompt, strlen(prompt), &enc);
             bpe_encoder_free(e);
+        }
+        if (rc != BG_OK) {  // out of memory: main() makes the exit code 3
+            bpe_ids_free(&enc);
+            goto bad_tok;
         }
         n_ids = (int)enc.count;
         ids = bg_malloc(sizeof(int) * enc.count);

@@ -6,42 +6,21 @@
 // preparation scripts, so the model sees where documents meet.
 //
 // Documents: each file, split further at literal "<|endoftext|>" markers (the form
-// many corpora ship in). The validation split is deterministic: with many documents
-// (at least 2/F), every document whose index crosses a multiple of 1/F goes to val
-// whole; with few (one book), the last F of each document's tokens does.
+// many corpora ship in). The validation split is deterministic (data/documents.h).
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "data/bpe.h"
+#include "data/documents.h"
 #include "data/shard.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-// Moves the arguments that are not flags (nor flag values) to files[]; the flags stay
-// in argv for args_parse. Returns the number of flag arguments.
-static int split_files(const arg_spec *specs, int n, int argc, char **argv, char **files, int *nfiles) {
-    int nflags = 0;
-    *nfiles = 0;
-    for (int i = 0; i < argc; i++) {
-        if (strncmp(argv[i], "--", 2) != 0) {
-            files[(*nfiles)++] = argv[i];
-            continue;
-        }
-        argv[nflags++] = argv[i];
-        int takes_value = 1;
-        for (int j = 0; j < n; j++)
-            if (!strcmp(argv[i] + 2, specs[j].name)) takes_value = specs[j].kind != ARG_SWITCH;
-        if (takes_value && i + 1 < argc) argv[nflags++] = argv[++i];
-    }
-    return nflags;
-}
 
 typedef struct {
     int tty;
@@ -65,32 +44,15 @@ static void progress_show(progress *p, int final) {
     if (final) fprintf(stderr, "\n");
 }
 
-// One document's token range in the stream of all documents.
-typedef struct {
-    size_t begin, end;
-} span;
-
-// Which part of each listed document a shard gets.
-typedef enum { WHOLE, HEAD, TAIL } part;
-
-// Writes dir/name: for each document, <|endoftext|> then its part (HEAD: all but the
-// last `cut` fraction of its tokens, TAIL: that fraction).
-static int write_split(const char *dir, const char *name, const uint32_t *all, const span *docs, size_t ndocs,
-                       part which, double cut, uint32_t eot, int version, size_t *count) {
+// Writes dir/name: for each document, <|endoftext|> then its part (documents.h).
+static int write_split(const char *dir, const char *name, const uint32_t *all, const documents *docs,
+                       doc_part which, double cut, uint32_t eot, int version, size_t *count) {
     bpe_ids out = {0};
-    for (size_t d = 0; d < ndocs; d++) {
-        size_t b = docs[d].begin, e = docs[d].end;
-        size_t k = (size_t)llround((double)(e - b) * cut);
-        if (which == HEAD) e -= k;
-        if (which == TAIL) b = e - k;
-        if (b == e) continue;
-        bpe_ids_push(&out, eot);
-        for (size_t i = b; i < e; i++) bpe_ids_push(&out, all[i]);
-    }
+    int rc = documents_gather(&out, all, docs, which, cut, eot);
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     *count = out.count;
-    int rc = shard_write(path, out.ids, out.count, version);
+    if (rc == BG_OK) rc = shard_write(path, out.ids, out.count, version);
     bpe_ids_free(&out);
     return rc;
 }
@@ -109,7 +71,7 @@ int cmd_prepare(int argc, char **argv) {
         return 0;
     char **files = bg_malloc(sizeof(char *) * ((size_t)argc + 1));
     int nfiles;
-    int nflags = split_files(specs, n, argc, argv, files, &nfiles);
+    int nflags = args_split_files(specs, n, argc, argv, files, &nfiles);
     bpe_tokenizer *tok = NULL;
     int rc = 0;
     if (args_parse(specs, n, nflags, argv, "prepare") != BG_OK) rc = 2;
@@ -134,8 +96,7 @@ int cmd_prepare(int argc, char **argv) {
 
     bpe_encoder *enc = bpe_encoder_new(tok);
     bpe_ids all = {0};
-    span *docs = NULL;
-    size_t ndocs = 0, capdocs = 0;
+    documents docs = {0};
     for (int i = 0; i < nfiles && !rc; i++) {
         uint8_t *text;
         size_t len;
@@ -143,27 +104,23 @@ int cmd_prepare(int argc, char **argv) {
             rc = 2;
             break;
         }
-        for (size_t pos = 0, next; pos < len; pos = next) {
+        for (size_t pos = 0, next; pos < len && !rc; pos = next) {
             size_t end = bpe_next_document(text, len, pos, &next);
             size_t begin = all.count;
             // Encoded a megabyte at a time so that the bar moves inside big files.
-            for (size_t at = pos; at < end;) {
+            for (size_t at = 0; at < end - pos && !rc;) {
                 size_t was = at;
-                at = pos + bpe_encode_part(enc, text + pos, end - pos, at - pos, (size_t)1 << 20, &all);
+                if (bpe_encode_part(enc, text + pos, end - pos, &at, (size_t)1 << 20, &all) != BG_OK) rc = 1;
                 p.done += at - was;
                 progress_show(&p, 0);
             }
             p.done += next - end;  // the marker
-            if (all.count == begin) continue;  // an empty document
-            if (ndocs == capdocs) {
-                capdocs = capdocs ? capdocs * 2 : 256;
-                docs = realloc(docs, capdocs * sizeof *docs);
-                BG_ASSERT(docs);
-            }
-            docs[ndocs++] = (span){begin, all.count};
+            if (rc || all.count == begin) continue;  // an empty document
+            if (documents_push(&docs, begin, all.count) != BG_OK) rc = 1;
         }
         free(text);
     }
+    size_t ndocs = docs.count;
     if (!rc && ndocs == 0) rc = (bg_error("prepare: the input files hold no text"), 2);
     size_t ntrain = 0, nval = 0;
     int vocab = bpe_vocab_size(tok);
@@ -171,29 +128,23 @@ int cmd_prepare(int argc, char **argv) {
     if (!rc) {
         progress_show(&p, 1);
         double f = val_fraction;
-        int whole = f > 0 && (double)ndocs >= 2.0 / f;
         uint32_t eot = bpe_eot_token(tok);
-        if (whole) {
-            // Document d goes to val when floor((d + 1) f) > floor(d f): evenly spread.
-            span *train = bg_malloc(ndocs * sizeof *train), *val = bg_malloc(ndocs * sizeof *val);
-            size_t nt = 0, nv = 0;
-            for (size_t d = 0; d < ndocs; d++) {
-                if (floor((double)(d + 1) * f) > floor((double)d * f)) val[nv++] = docs[d];
-                else train[nt++] = docs[d];
-            }
-            if (write_split(dir, "train.bin", all.ids, train, nt, WHOLE, 0, eot, version, &ntrain) != BG_OK ||
-                write_split(dir, "val.bin", all.ids, val, nv, WHOLE, 0, eot, version, &nval) != BG_OK)
+        if (documents_split_whole(ndocs, f)) {
+            documents train = {0}, val = {0};
+            if (documents_split(&docs, f, &train, &val) != BG_OK ||
+                write_split(dir, "train.bin", all.ids, &train, DOC_WHOLE, 0, eot, version, &ntrain) != BG_OK ||
+                write_split(dir, "val.bin", all.ids, &val, DOC_WHOLE, 0, eot, version, &nval) != BG_OK)
                 rc = 1;
-            free(train);
-            free(val);
+            documents_free(&train);
+            documents_free(&val);
         } else {
             if (f == 0) {  // no val split: a val.bin left from an earlier run would mislead
                 char old[4096];
                 snprintf(old, sizeof old, "%s/val.bin", dir);
                 unlink(old);
             }
-            if (write_split(dir, "train.bin", all.ids, docs, ndocs, HEAD, f, eot, version, &ntrain) != BG_OK ||
-                (f > 0 && write_split(dir, "val.bin", all.ids, docs, ndocs, TAIL, f, eot, version, &nval) != BG_OK))
+            if (write_split(dir, "train.bin", all.ids, &docs, DOC_HEAD, f, eot, version, &ntrain) != BG_OK ||
+                (f > 0 && write_split(dir, "val.bin", all.ids, &docs, DOC_TAIL, f, eot, version, &nval) != BG_OK))
                 rc = 1;
         }
     }
@@ -207,7 +158,7 @@ int cmd_prepare(int argc, char **argv) {
         printf("  %s/train.bin  %zu tokens\n", dir, ntrain);
         if (val_fraction > 0) printf("  %s/val.bin    %zu tokens\n", dir, nval);
     }
-    free(docs);
+    documents_free(&docs);
     bpe_ids_free(&all);
     bpe_encoder_free(enc);
     bpe_free(tok);

@@ -18,25 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-// Moves the arguments that are not flags (nor flag values) to files[]; the flags stay
-// in argv for args_parse. Returns the number of flag arguments.
-static int split_files(const arg_spec *specs, int n, int argc, char **argv, char **files, int *nfiles) {
-    int nflags = 0;
-    *nfiles = 0;
-    for (int i = 0; i < argc; i++) {
-        if (strncmp(argv[i], "--", 2) != 0 || !strcmp(argv[i], "-")) {
-            files[(*nfiles)++] = argv[i];
-            continue;
-        }
-        argv[nflags++] = argv[i];
-        int takes_value = 1;
-        for (int j = 0; j < n; j++)
-            if (!strcmp(argv[i] + 2, specs[j].name)) takes_value = specs[j].kind != ARG_SWITCH;
-        if (takes_value && i + 1 < argc) argv[nflags++] = argv[++i];
-    }
-    return nflags;
-}
-
 static int fail(int code) {
     fprintf(stderr, "bagualu: %s\n", bg_last_error());
     return code;
@@ -115,7 +96,7 @@ static int tokenizer_train(int argc, char **argv) {
         return 0;
     char **files = bg_malloc(sizeof(char *) * ((size_t)argc + 1));
     int nfiles, rc = 0;
-    int nflags = split_files(specs, n, argc, argv, files, &nfiles);
+    int nflags = args_split_files(specs, n, argc, argv, files, &nfiles);
     if (args_parse(specs, n, nflags, argv, "tokenizer train") != BG_OK) rc = fail(2);
     else if (nfiles == 0) rc = (bg_error("tokenizer train: no input text files given"), fail(2));
     else if (vocab < 257 || vocab > 1 << 24)
@@ -135,9 +116,9 @@ static int tokenizer_train(int argc, char **argv) {
             rc = fail(2);
             break;
         }
-        for (size_t pos = 0, next; pos < len; pos = next) {
+        for (size_t pos = 0, next; pos < len && !rc; pos = next) {
             size_t end = bpe_next_document(text, len, pos, &next);
-            bpe_trainer_add_text(tr, text + pos, end - pos);
+            if (bpe_trainer_add_text(tr, text + pos, end - pos) != BG_OK) rc = fail(1);
         }
         bytes += len;
         free(text);
@@ -179,7 +160,7 @@ static int tokenizer_encode(int argc, char **argv) {
         return 0;
     char **files = bg_malloc(sizeof(char *) * ((size_t)argc + 1));
     int nfiles;
-    int nflags = split_files(specs, n, argc, argv, files, &nfiles);
+    int nflags = args_split_files(specs, n, argc, argv, files, &nfiles);
     bpe_tokenizer *tok = NULL;
     if (args_parse(specs, n, nflags, argv, "tokenizer encode") != BG_OK || bpe_load(&tok, spec) != BG_OK) {
         free(files);
@@ -201,7 +182,11 @@ static int tokenizer_encode(int argc, char **argv) {
         }
         ids.count = 0;
         double t = bg_now(), c = cpu_now();
-        bpe_encode(enc, text, len, &ids);
+        if (bpe_encode(enc, text, len, &ids) != BG_OK) {
+            free(text);
+            rc = fail(1);
+            break;
+        }
         seconds += bg_now() - t;
         cpu_seconds += cpu_now() - c;
         total_bytes += len;
@@ -238,9 +223,10 @@ static int read_ids(const char *path, const bpe_tokenizer *tok, bpe_ids *ids) {
         free(data);
         token_shard s;
         if (shard_load(&s, path, bpe_vocab_size(tok)) != BG_OK) return BG_ERR;
-        for (size_t i = 0; i < s.count; i++) bpe_ids_push(ids, shard_token(&s, i));
+        int rc = BG_OK;
+        for (size_t i = 0; i < s.count && rc == BG_OK; i++) rc = bpe_ids_push(ids, shard_token(&s, i));
         shard_free(&s);
-        return BG_OK;
+        return rc;
     }
     int rc = BG_OK;
     for (size_t i = 0; i < len;) {
@@ -261,7 +247,7 @@ static int read_ids(const char *path, const bpe_tokenizer *tok, bpe_ids *ids) {
                           (unsigned long long)(v > UINT32_MAX ? UINT32_MAX : v), bpe_vocab_size(tok));
             break;
         }
-        bpe_ids_push(ids, (uint32_t)v);
+        if ((rc = bpe_ids_push(ids, (uint32_t)v)) != BG_OK) break;
     }
     free(data);
     return rc;
@@ -279,7 +265,7 @@ static int tokenizer_decode(int argc, char **argv) {
         return 0;
     char **files = bg_malloc(sizeof(char *) * ((size_t)argc + 1));
     int nfiles;
-    int nflags = split_files(specs, n, argc, argv, files, &nfiles);
+    int nflags = args_split_files(specs, n, argc, argv, files, &nfiles);
     bpe_tokenizer *tok = NULL;
     if (args_parse(specs, n, nflags, argv, "tokenizer decode") != BG_OK || bpe_load(&tok, spec) != BG_OK) {
         free(files);

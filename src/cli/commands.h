@@ -1,7 +1,8 @@
 #ifndef BG_CLI_COMMANDS_H
 #define BG_CLI_COMMANDS_H
 // Each verb of `bagualu <verb>`: returns the process exit code
-// (0 success, 2 bad input, 1 a failure while running).
+// (0 success, 2 bad input, 1 a failure while running). main() makes it 3 when the
+// error the verb printed is out of memory (bg_last_error_is_out_of_memory).
 int cmd_train(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -1,9 +1,11 @@
 // bagualu <verb> [flags]: the only place that turns errors into exit codes.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "comm/dist.h"
+#include "core/error.h"
 #include "kernels/kernels.h"
 
 typedef struct {
@@ -24,6 +26,13 @@ static const verb verbs[] = {
     {"generate", cmd_generate, "sample text from a checkpoint (KV cache; temperature, top-k, top-p)"},
 };
 
+// The library's fixed workspaces did not fit: one line, and the exit code 3 that
+// every out-of-memory failure gets.
+static void out_of_memory(size_t bytes) {
+    fprintf(stderr, "bagualu: out of memory allocating %zu bytes\n", bytes);
+    exit(3);
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: bagualu <command> [flags]    (bagualu <command> --help for flags)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
@@ -31,6 +40,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    bg_set_out_of_memory_handler(out_of_memory);
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -45,6 +55,8 @@ int main(int argc, char **argv) {
             int parallel = !strcmp(verbs[i].name, "train");
             if (parallel) dist_init(&argc, &argv);
             int rc = verbs[i].run(argc - 2, argv + 2);
+            // The verb printed the error; running out of memory exits 3 whatever the verb.
+            if (rc != 0 && bg_last_error_is_out_of_memory()) rc = 3;
             matmul_cache_clear();
             if (parallel) dist_finalize();
             return rc;

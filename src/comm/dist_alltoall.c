@@ -23,7 +23,9 @@ void dist_alltoall_i32(dist_comm *c, const int32_t *send, int32_t *recv, int n_p
     c->traffic.seconds += bg_now() - t0;
 }
 
-// Row offsets of every rank's block; totals must fit MPI's int displacements.
+// Row offsets of every rank's block; totals must fit MPI's int displacements. Past
+// them the job aborts (dist.h's failure policy): the peers already wait for this
+// exchange, which no rank could leave alone by returning an error.
 static void block_displs(const int *counts, int *displs, int n, const char *what) {
     int64_t total = 0;
     for (int j = 0; j < n; j++) {

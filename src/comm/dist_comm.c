@@ -44,6 +44,10 @@ void dist_finalize(void) {
     if (mpi_running()) MPI_Finalize();
 }
 
+// The library reaches this only while MPI runs (dist_mpi_check; block_displs on a
+// communicator that is not local): the other ranks then wait inside the collective, and
+// an error returned on one rank would leave them blocked, so the job, not a call, fails.
+// The exit() is for hosts that call dist_abort themselves in a process without MPI.
 _Noreturn void dist_abort(int code) {
     fflush(stdout);
     fflush(stderr);

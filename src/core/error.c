@@ -5,22 +5,61 @@
 #include <sys/mman.h>
 
 static _Thread_local char bg_error_message[1024];
+static _Thread_local int bg_error_nomem;  // the message says we ran out of memory
 
 int bg_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(bg_error_message, sizeof bg_error_message, fmt, ap);
     va_end(ap);
+    bg_error_nomem = 0;
+    return BG_ERR;
+}
+
+int bg_error_out_of_memory(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(bg_error_message, sizeof bg_error_message, fmt, ap);
+    va_end(ap);
+    bg_error_nomem = 1;
     return BG_ERR;
 }
 
 const char *bg_last_error(void) { return bg_error_message[0] ? bg_error_message : "unknown error"; }
 
-void bg_clear_error(void) { bg_error_message[0] = '\0'; }
+int bg_last_error_is_out_of_memory(void) { return bg_error_nomem; }
 
-static void bg_out_of_memory(size_t bytes) {
+void bg_clear_error(void) {
+    bg_error_message[0] = '\0';
+    bg_error_nomem = 0;
+}
+
+void *bg_try_malloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) bg_error_out_of_memory("out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+void *bg_try_calloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) bg_error_out_of_memory("out of memory allocating %zu bytes", n * size);
+    return p;
+}
+
+void *bg_try_realloc(void *p, size_t bytes) {
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) bg_error_out_of_memory("out of memory allocating %zu bytes", bytes);
+    return q;
+}
+
+static bg_out_of_memory_handler oom_handler;
+
+void bg_set_out_of_memory_handler(bg_out_of_memory_handler handler) { oom_handler = handler; }
+
+_Noreturn static void bg_out_of_memory(size_t bytes) {
+    if (oom_handler) oom_handler(bytes);
     fprintf(stderr, "bagualu: out of memory allocating %zu bytes\n", bytes);
-    exit(3);
+    abort();
 }
 
 void *bg_malloc(size_t bytes) {

@@ -19,7 +19,8 @@ typedef struct {
     uint32_t *ids;
     size_t count, capacity;
 } bpe_ids;
-void bpe_ids_push(bpe_ids *v, uint32_t id);
+// BG_ERR (out of memory, v unchanged) when the list cannot grow.
+int bpe_ids_push(bpe_ids *v, uint32_t id);
 void bpe_ids_free(bpe_ids *v);
 
 // spec: "gpt2" (GPT-2's files from $BAGUALU_GPT2_DIR, ./data/gpt2 or data/gpt2 beside the
@@ -41,14 +42,15 @@ const uint8_t *bpe_token_bytes(const bpe_tokenizer *tok, uint32_t id, size_t *le
 
 bpe_encoder *bpe_encoder_new(const bpe_tokenizer *tok);
 void bpe_encoder_free(bpe_encoder *enc);
-// Appends the ids of text[0..len) to out. Never fails.
-void bpe_encode(bpe_encoder *enc, const uint8_t *text, size_t len, bpe_ids *out);
+// Appends the ids of text[0..len) to out. Fails only for want of memory (BG_ERR,
+// bg_error_out_of_memory); out then holds some of the ids, and the encoder stays usable.
+int bpe_encode(bpe_encoder *enc, const uint8_t *text, size_t len, bpe_ids *out);
 
 // The same in steps, for progress reports: encodes whole pre-tokens of text[0..len)
-// from pos on until at least `budget` bytes are done or the text ends, and returns
-// where it stopped. Calling it until it returns len gives exactly bpe_encode's ids.
-size_t bpe_encode_part(bpe_encoder *enc, const uint8_t *text, size_t len, size_t pos, size_t budget,
-                       bpe_ids *out);
+// from *pos on until at least `budget` bytes are done or the text ends, and moves
+// *pos to where it stopped. Calling it until *pos is len gives exactly bpe_encode's ids.
+int bpe_encode_part(bpe_encoder *enc, const uint8_t *text, size_t len, size_t *pos, size_t budget,
+                    bpe_ids *out);
 
 // Writes the bytes of ids to out (capacity out_cap); returns the number of bytes the
 // whole decoding needs, or BG_ERR-style -1 with bg_error set for an id out of range.
@@ -59,9 +61,11 @@ long long bpe_decode(const bpe_tokenizer *tok, const uint32_t *ids, size_t count
 // (256 bytes + merges + "<|endoftext|>"). Pre-tokens never cross document edges.
 typedef struct bpe_trainer bpe_trainer;
 bpe_trainer *bpe_trainer_new(void);
-void bpe_trainer_add_text(bpe_trainer *tr, const uint8_t *text, size_t len);
+// BG_ERR (out of memory) when the word counts cannot grow.
+int bpe_trainer_add_text(bpe_trainer *tr, const uint8_t *text, size_t len);
 size_t bpe_trainer_unique_words(const bpe_trainer *tr);
 // progress (may be NULL) is called now and then with merges done and merges wanted.
+// Fails for a vocabulary under 257 and for want of memory.
 int bpe_train(bpe_trainer *tr, int vocab_size, bpe_tokenizer **out,
               void (*progress)(void *ctx, int done, int total), void *ctx);
 void bpe_trainer_free(bpe_trainer *tr);

@@ -25,17 +25,17 @@ uint64_t bpe_hash_bytes(const uint8_t *s, size_t n) {
     return bpe_mix64(h);
 }
 
-static void alloc_slots(bpe_bytes_map *m, size_t capacity) {
-    m->slots = bg_malloc(capacity * sizeof *m->slots);
-    for (size_t i = 0; i < capacity; i++) m->slots[i].len = UINT32_MAX;
-    m->mask = capacity - 1;
+static void clear_slots(bpe_bytes_slot *slots, size_t capacity) {
+    for (size_t i = 0; i < capacity; i++) slots[i].len = UINT32_MAX;
 }
 
 void bpe_bytes_map_init(bpe_bytes_map *m, size_t expected) {
     memset(m, 0, sizeof *m);
     size_t cap = 16;
     while (cap < expected * 2) cap *= 2;
-    alloc_slots(m, cap);
+    m->slots = bg_malloc(cap * sizeof *m->slots);
+    clear_slots(m->slots, cap);
+    m->mask = cap - 1;
     m->keys_cap = 4096;
     m->keys = bg_malloc(m->keys_cap);
 }
@@ -47,7 +47,7 @@ void bpe_bytes_map_free(bpe_bytes_map *m) {
 }
 
 void bpe_bytes_map_clear(bpe_bytes_map *m) {
-    for (size_t i = 0; i <= m->mask; i++) m->slots[i].len = UINT32_MAX;
+    clear_slots(m->slots, m->mask + 1);
     m->count = 0;
     m->keys_used = 0;
 }
@@ -60,10 +60,14 @@ bpe_bytes_slot *bpe_bytes_map_find(const bpe_bytes_map *m, const uint8_t *key, s
     }
 }
 
-static void grow(bpe_bytes_map *m) {
+static int grow(bpe_bytes_map *m) {
     bpe_bytes_slot *old = m->slots;
-    size_t old_cap = m->mask + 1;
-    alloc_slots(m, old_cap * 2);
+    size_t old_cap = m->mask + 1, cap = old_cap * 2;
+    bpe_bytes_slot *slots = cap <= SIZE_MAX / sizeof *slots ? malloc(cap * sizeof *slots) : NULL;
+    if (!slots) return bg_error_out_of_memory("out of memory growing a hash map to %zu slots", cap);
+    clear_slots(slots, cap);
+    m->slots = slots;
+    m->mask = cap - 1;
     for (size_t i = 0; i < old_cap; i++) {
         if (old[i].len == UINT32_MAX) continue;
         size_t j = old[i].hash & m->mask;
@@ -71,6 +75,7 @@ static void grow(bpe_bytes_map *m) {
         m->slots[j] = old[i];
     }
     free(old);
+    return BG_OK;
 }
 
 bpe_bytes_slot *bpe_bytes_map_insert(bpe_bytes_map *m, const uint8_t *key, size_t n, uint64_t h, int *added) {
@@ -81,15 +86,17 @@ bpe_bytes_slot *bpe_bytes_map_insert(bpe_bytes_map *m, const uint8_t *key, size_
     // Offsets are 32-bit to keep slots small: a key store past 4 GiB is a caller bug
     // (the encoder's cache clears itself long before).
     BG_ASSERT(m->keys_used + n <= UINT32_MAX);
-    if ((m->count + 1) * 4 > (m->mask + 1) * 3) grow(m);  // load factor <= 3/4
+    if ((m->count + 1) * 4 > (m->mask + 1) * 3 && grow(m) != BG_OK) return NULL;  // load factor <= 3/4
     if (m->keys_used + n > m->keys_cap) {
-        while (m->keys_used + n > m->keys_cap) m->keys_cap *= 2;
-        uint8_t *k = realloc(m->keys, m->keys_cap);
+        size_t cap = m->keys_cap;
+        while (m->keys_used + n > cap) cap *= 2;
+        uint8_t *k = realloc(m->keys, cap);
         if (!k) {
-            fprintf(stderr, "bagualu: out of memory growing a hash map to %zu bytes\n", m->keys_cap);
-            exit(3);
+            bg_error_out_of_memory("out of memory growing a hash map to %zu bytes", cap);
+            return NULL;
         }
         m->keys = k;
+        m->keys_cap = cap;
     }
     memcpy(m->keys + m->keys_used, key, n);
     size_t i = h & m->mask;

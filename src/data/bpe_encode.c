@@ -71,36 +71,46 @@ bpe_encoder *bpe_encoder_new(const bpe_tokenizer *tok) {
     return e;
 }
 
+static void free_scratch(bpe_encoder *e) {
+    free(e->sym);
+    free(e->next);
+    free(e->prev);
+    free(e->heap);
+    free(e->round);
+    e->sym = e->next = e->prev = NULL;
+    e->heap = e->round = NULL;
+    e->scratch_cap = 0;
+}
+
 void bpe_encoder_free(bpe_encoder *e) {
     if (!e) return;
     bpe_bytes_map_free(&e->cache);
     free(e->cache_ids);
     free(e->small);
-    free(e->sym);
-    free(e->next);
-    free(e->prev);
-    free(e->heap);
-    free(e->round);
+    free_scratch(e);
     bpe_ids_free(&e->word_ids);
     free(e);
 }
 
-static void reserve_scratch(bpe_encoder *e, size_t n) {
-    if (n <= e->scratch_cap) return;
+// Scratch for a pre-token of n bytes; its length is the input's choice (a megabyte of
+// letters is one pre-token), so running out of memory is an error, not a crash.
+static int reserve_scratch(bpe_encoder *e, size_t n) {
+    if (n <= e->scratch_cap) return BG_OK;
     size_t cap = e->scratch_cap ? e->scratch_cap : 256;
     while (cap < n) cap *= 2;
-    free(e->sym);
-    free(e->next);
-    free(e->prev);
-    free(e->heap);
-    free(e->round);
-    e->sym = bg_malloc(cap * sizeof *e->sym);
-    e->next = bg_malloc(cap * sizeof *e->next);
-    e->prev = bg_malloc(cap * sizeof *e->prev);
+    free_scratch(e);
+    e->sym = bg_try_malloc(cap * sizeof *e->sym);
+    e->next = e->sym ? bg_try_malloc(cap * sizeof *e->next) : NULL;
+    e->prev = e->next ? bg_try_malloc(cap * sizeof *e->prev) : NULL;
     // Each merge pushes at most two entries on top of the n - 1 initial ones.
-    e->heap = bg_malloc(3 * cap * sizeof *e->heap);
-    e->round = bg_malloc(3 * cap * sizeof *e->round);
+    e->heap = e->prev ? bg_try_malloc(3 * cap * sizeof *e->heap) : NULL;
+    e->round = e->heap ? bg_try_malloc(3 * cap * sizeof *e->round) : NULL;
+    if (!e->round) {
+        free_scratch(e);
+        return BG_ERR;
+    }
     e->scratch_cap = cap;
+    return BG_OK;
 }
 
 static inline int heap_less(heap_entry a, heap_entry b) {
@@ -143,7 +153,7 @@ static void push_pair(bpe_encoder *e, size_t *hn, uint32_t pos) {
 
 // Short words: the same rounds over plain arrays holding each adjacent pair's rank,
 // where a scan for the lowest rank costs less than heap upkeep.
-static void merge_short_word(const bpe_tokenizer *t, const uint8_t *word, size_t len, bpe_ids *out) {
+static int merge_short_word(const bpe_tokenizer *t, const uint8_t *word, size_t len, bpe_ids *out) {
     uint32_t sym[SHORT_WORD], rank[SHORT_WORD], result[SHORT_WORD];
     uint8_t fresh[SHORT_WORD];  // made by the last round: its pairs need new ranks
     size_t n = len;
@@ -177,18 +187,17 @@ static void merge_short_word(const bpe_tokenizer *t, const uint8_t *word, size_t
             if ((fresh[i] | fresh[i + 1]) && !bpe_merge_find(t, sym[i], sym[i + 1], &rank[i], &result[i]))
                 rank[i] = UINT32_MAX;
     }
-    for (size_t i = 0; i < n; i++) bpe_ids_push(out, sym[i]);
+    for (size_t i = 0; i < n; i++)
+        if (bpe_ids_push(out, sym[i]) != BG_OK) return BG_ERR;
+    return BG_OK;
 }
 
-void bpe_merge_word(bpe_encoder *e, const uint8_t *word, size_t len, bpe_ids *out) {
+int bpe_merge_word(bpe_encoder *e, const uint8_t *word, size_t len, bpe_ids *out) {
     const bpe_tokenizer *t = e->tok;
-    if (len == 0) return;
-    if (len <= SHORT_WORD) {
-        merge_short_word(t, word, len, out);
-        return;
-    }
+    if (len == 0) return BG_OK;
+    if (len <= SHORT_WORD) return merge_short_word(t, word, len, out);
     BG_ASSERT(len < UINT32_MAX);
-    reserve_scratch(e, len);
+    if (reserve_scratch(e, len) != BG_OK) return BG_ERR;
     uint32_t *sym = e->sym, *next = e->next, *prev = e->prev;
     for (size_t i = 0; i < len; i++) {
         sym[i] = t->byte_token[word[i]];
@@ -214,7 +223,9 @@ void bpe_merge_word(bpe_encoder *e, const uint8_t *word, size_t len, bpe_ids *ou
             push_pair(e, &hn, i);
         }
     }
-    for (uint32_t i = 0; i != UINT32_MAX; i = next[i]) bpe_ids_push(out, sym[i]);
+    for (uint32_t i = 0; i != UINT32_MAX; i = next[i])
+        if (bpe_ids_push(out, sym[i]) != BG_OK) return BG_ERR;
+    return BG_OK;
 }
 
 static inline uint64_t load64(const uint8_t *p) {
@@ -226,54 +237,52 @@ static inline uint64_t load64(const uint8_t *p) {
 // The low n bytes of x (n <= 8).
 static inline uint64_t low_bytes(uint64_t x, size_t n) { return n >= 8 ? x : x & ((1ULL << (8 * n)) - 1); }
 
-static inline void emit(bpe_ids *out, const uint32_t *ids, size_t n) {
+static inline int emit(bpe_ids *out, const uint32_t *ids, size_t n) {
     if (out->count + n > out->capacity) {
-        for (size_t k = 0; k < n; k++) bpe_ids_push(out, ids[k]);
-        return;
+        for (size_t k = 0; k < n; k++)
+            if (bpe_ids_push(out, ids[k]) != BG_OK) return BG_ERR;
+        return BG_OK;
     }
     uint32_t *dst = out->ids + out->count;
     for (size_t k = 0; k < n; k++) dst[k] = ids[k];  // n is small: no memcpy call
     out->count += n;
+    return BG_OK;
 }
 
 // Keeps ids for word in the general cache.
-static void general_store(bpe_encoder *e, const uint8_t *w, size_t n, uint64_t h, const uint32_t *ids, size_t cnt) {
+static int general_store(bpe_encoder *e, const uint8_t *w, size_t n, uint64_t h, const uint32_t *ids, size_t cnt) {
     if (e->cache.count >= CACHE_MAX_ENTRIES) {
         bpe_bytes_map_clear(&e->cache);
         e->cache_used = 0;
     }
     if (e->cache_used + cnt > e->cache_cap) {
-        while (e->cache_used + cnt > e->cache_cap) e->cache_cap *= 2;
-        uint32_t *p = realloc(e->cache_ids, e->cache_cap * sizeof *p);
-        if (!p) {
-            fprintf(stderr, "bagualu: out of memory growing the tokenizer cache\n");
-            exit(3);
-        }
+        size_t cap = e->cache_cap;
+        while (e->cache_used + cnt > cap) cap *= 2;
+        uint32_t *p = realloc(e->cache_ids, cap * sizeof *p);
+        if (!p) return bg_error_out_of_memory("out of memory growing the tokenizer cache");
         e->cache_ids = p;
+        e->cache_cap = cap;
     }
     memcpy(e->cache_ids + e->cache_used, ids, cnt * sizeof(uint32_t));
     int added;
     bpe_bytes_slot *s = bpe_bytes_map_insert(&e->cache, w, n, h, &added);
+    if (!s) return BG_ERR;
     s->value = (uint64_t)e->cache_used << 8 | cnt;
     e->cache_used += cnt;
+    return BG_OK;
 }
 
 // General cache: words over SMALL_WORD bytes or over SMALL_IDS ids.
-static void encode_word_general(bpe_encoder *e, const uint8_t *w, size_t n, bpe_ids *out) {
-    if (n > CACHE_MAX_WORD) {
-        bpe_merge_word(e, w, n, out);
-        return;
-    }
+static int encode_word_general(bpe_encoder *e, const uint8_t *w, size_t n, bpe_ids *out) {
+    if (n > CACHE_MAX_WORD) return bpe_merge_word(e, w, n, out);
     uint64_t h = bpe_hash_bytes(w, n);
     bpe_bytes_slot *s = bpe_bytes_map_find(&e->cache, w, n, h);
-    if (s) {
-        emit(out, e->cache_ids + (s->value >> 8), (size_t)(s->value & 0xff));
-        return;
-    }
+    if (s) return emit(out, e->cache_ids + (s->value >> 8), (size_t)(s->value & 0xff));
     e->word_ids.count = 0;
-    bpe_merge_word(e, w, n, &e->word_ids);
-    general_store(e, w, n, h, e->word_ids.ids, e->word_ids.count);
-    emit(out, e->word_ids.ids, e->word_ids.count);
+    if (bpe_merge_word(e, w, n, &e->word_ids) != BG_OK ||
+        general_store(e, w, n, h, e->word_ids.ids, e->word_ids.count) != BG_OK)
+        return BG_ERR;
+    return emit(out, e->word_ids.ids, e->word_ids.count);
 }
 
 static inline uint64_t small_hash(uint64_t k0, uint64_t k1, size_t n) {
@@ -282,17 +291,19 @@ static inline uint64_t small_hash(uint64_t k0, uint64_t k1, size_t n) {
 }
 
 // Doubles the small table (rehashing what it holds), or at its largest empties it.
-static void small_grow(bpe_encoder *e) {
+static int small_grow(bpe_encoder *e) {
     size_t old_cap = (size_t)1 << e->small_bits;
     if (e->small_bits == SMALL_MAX_BITS) {
         memset(e->small, 0, old_cap * sizeof *e->small);
         e->small_count = 0;
-        return;
+        return BG_OK;
     }
     small_slot *old = e->small;
+    small_slot *grown = bg_try_calloc(old_cap * 2, sizeof *e->small);
+    if (!grown) return BG_ERR;
+    e->small = grown;
     e->small_bits++;
     size_t mask = ((size_t)1 << e->small_bits) - 1;
-    e->small = bg_calloc(mask + 1, sizeof *e->small);
     for (size_t j = 0; j < old_cap; j++) {
         if (old[j].len == 0) continue;
         size_t i = (size_t)(small_hash(old[j].k0, old[j].k1, old[j].len) >> (64 - e->small_bits));
@@ -300,19 +311,14 @@ static void small_grow(bpe_encoder *e) {
         e->small[i] = old[j];
     }
     free(old);
+    return BG_OK;
 }
 
 // w[0..n) is a pre-token of a text that ends at `end` (reading up to 16 bytes past
 // the word is fine while inside the text).
-static void encode_word(bpe_encoder *e, const uint8_t *w, size_t n, const uint8_t *end, bpe_ids *out) {
-    if (n == 1) {
-        bpe_ids_push(out, e->tok->byte_token[w[0]]);
-        return;
-    }
-    if (n > SMALL_WORD) {
-        encode_word_general(e, w, n, out);
-        return;
-    }
+static int encode_word(bpe_encoder *e, const uint8_t *w, size_t n, const uint8_t *end, bpe_ids *out) {
+    if (n == 1) return bpe_ids_push(out, e->tok->byte_token[w[0]]);
+    if (n > SMALL_WORD) return encode_word_general(e, w, n, out);
     uint64_t k0, k1;
     if ((size_t)(end - w) >= 16) {
         k0 = load64(w);
@@ -331,17 +337,14 @@ static void encode_word(bpe_encoder *e, const uint8_t *w, size_t n, const uint8_
     for (;; i = (i + 1) & mask) {
         small_slot *s = &e->small[i];
         if (s->len == 0) break;
-        if (s->k0 == k0 && s->k1 == k1 && s->len == n) {
-            if (s->count == MANY_IDS) encode_word_general(e, w, n, out);
-            else emit(out, s->ids, s->count);
-            return;
-        }
+        if (s->k0 == k0 && s->k1 == k1 && s->len == n)
+            return s->count == MANY_IDS ? encode_word_general(e, w, n, out) : emit(out, s->ids, s->count);
     }
     e->word_ids.count = 0;
-    bpe_merge_word(e, w, n, &e->word_ids);
+    if (bpe_merge_word(e, w, n, &e->word_ids) != BG_OK) return BG_ERR;
     size_t cnt = e->word_ids.count;
     if ((e->small_count + 1) * 2 > mask + 1) {  // half full: keep probes short
-        small_grow(e);
+        if (small_grow(e) != BG_OK) return BG_ERR;
         mask = ((size_t)1 << e->small_bits) - 1;
         i = (size_t)(h >> (64 - e->small_bits));
     }
@@ -352,29 +355,32 @@ static void encode_word(bpe_encoder *e, const uint8_t *w, size_t n, const uint8_
     s->len = (uint32_t)n;
     e->small_count++;
     if (cnt > SMALL_IDS) {  // a short word of many tokens (rare in English): the slot says where to look
+        // Should the store fail, a later lookup misses the general cache and merges again.
         s->count = MANY_IDS;
-        general_store(e, w, n, bpe_hash_bytes(w, n), e->word_ids.ids, cnt);
-        emit(out, e->word_ids.ids, cnt);
-        return;
+        if (general_store(e, w, n, bpe_hash_bytes(w, n), e->word_ids.ids, cnt) != BG_OK) return BG_ERR;
+        return emit(out, e->word_ids.ids, cnt);
     }
     s->count = (uint32_t)cnt;
     memcpy(s->ids, e->word_ids.ids, cnt * sizeof(uint32_t));
-    emit(out, s->ids, cnt);
+    return emit(out, s->ids, cnt);
 }
 
-size_t bpe_encode_part(bpe_encoder *e, const uint8_t *text, size_t len, size_t pos, size_t budget,
-                       bpe_ids *out) {
-    size_t stop = len - pos > budget ? pos + budget : len;
-    while (pos < stop) {
+int bpe_encode_part(bpe_encoder *e, const uint8_t *text, size_t len, size_t *pos, size_t budget,
+                    bpe_ids *out) {
+    size_t at = *pos, stop = len - at > budget ? at + budget : len;
+    int rc = BG_OK;
+    while (at < stop && rc == BG_OK) {
         // Pre-tokens are found against the whole text: where one ends depends on
         // what follows it.
-        size_t end = bpe_pretoken_end(text, len, pos);
-        encode_word(e, text + pos, end - pos, text + len, out);
-        pos = end;
+        size_t end = bpe_pretoken_end(text, len, at);
+        rc = encode_word(e, text + at, end - at, text + len, out);
+        if (rc == BG_OK) at = end;
     }
-    return pos;
+    *pos = at;
+    return rc;
 }
 
-void bpe_encode(bpe_encoder *e, const uint8_t *text, size_t len, bpe_ids *out) {
-    bpe_encode_part(e, text, len, 0, len, out);
+int bpe_encode(bpe_encoder *e, const uint8_t *text, size_t len, bpe_ids *out) {
+    size_t pos = 0;
+    return bpe_encode_part(e, text, len, &pos, len, out);
 }

@@ -119,6 +119,10 @@ static int load_encoder(const char *path, const int16_t *alphabet, int *vocab_si
             int added;
             bpe_bytes_slot *slot =
                 bpe_bytes_map_insert(by_bytes, bytes + at, (size_t)k, bpe_hash_bytes(bytes + at, (size_t)k), &added);
+            if (!slot) {
+                rc = BG_ERR;
+                break;
+            }
             if (!added) {
                 rc = bg_error("%s: token \"%s\" (id %zu) spells the same bytes as id %llu", path,
                               shown(s, len_of[id], b), id, (unsigned long long)slot->value);

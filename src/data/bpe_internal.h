@@ -43,7 +43,8 @@ uint64_t bpe_hash_bytes(const uint8_t *s, size_t n);
 void bpe_bytes_map_init(bpe_bytes_map *m, size_t expected);
 void bpe_bytes_map_free(bpe_bytes_map *m);
 void bpe_bytes_map_clear(bpe_bytes_map *m);
-// The slot of key (NULL when absent), or the slot it was inserted into (value 0, *added 1).
+// The slot of key (NULL when absent), or the slot it was inserted into (value 0, *added 1);
+// insert returns NULL (bg_error_out_of_memory, the map unchanged) when the map cannot grow.
 bpe_bytes_slot *bpe_bytes_map_find(const bpe_bytes_map *m, const uint8_t *key, size_t n, uint64_t h);
 bpe_bytes_slot *bpe_bytes_map_insert(bpe_bytes_map *m, const uint8_t *key, size_t n, uint64_t h, int *added);
 static inline const uint8_t *bpe_bytes_map_key(const bpe_bytes_map *m, const bpe_bytes_slot *s) {
@@ -139,7 +140,8 @@ static inline int bpe_merge_find(const bpe_tokenizer *t, uint32_t left, uint32_t
 
 // Applies the merges to one pre-token (GPT-2's bpe(): the lowest-ranked adjacent pair
 // first, all its occurrences left to right), appending the ids (bpe_encode.c).
-void bpe_merge_word(bpe_encoder *enc, const uint8_t *word, size_t len, bpe_ids *out);
+// BG_ERR only for want of memory.
+int bpe_merge_word(bpe_encoder *enc, const uint8_t *word, size_t len, bpe_ids *out);
 
 // The whole file in a buffer with a NUL after it; refuses non-regular files and
 // files over max_len bytes.

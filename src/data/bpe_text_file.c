@@ -22,7 +22,11 @@ int bpe_read_file(const char *path, uint8_t **data, size_t *len, size_t max_len)
         return bg_error("%s: too large (%lld bytes; at most %zu)", path, (long long)st.st_size, max_len);
     }
     size_t n = (size_t)st.st_size;
-    uint8_t *buf = bg_malloc(n + 1);  // +1: a NUL after the data for parsers that want one
+    uint8_t *buf = bg_try_malloc(n + 1);  // +1: a NUL after the data for parsers that want one
+    if (!buf) {
+        fclose(f);
+        return BG_ERR;
+    }
     if (n && fread(buf, 1, n, f) != n) {
         free(buf);
         fclose(f);

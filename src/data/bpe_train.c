@@ -42,7 +42,7 @@ void bpe_trainer_free(bpe_trainer *tr) {
 
 size_t bpe_trainer_unique_words(const bpe_trainer *tr) { return tr->words.count; }
 
-void bpe_trainer_add_text(bpe_trainer *tr, const uint8_t *text, size_t len) {
+int bpe_trainer_add_text(bpe_trainer *tr, const uint8_t *text, size_t len) {
     size_t pos = 0;
     while (pos < len) {
         size_t end = bpe_pretoken_end(text, len, pos);
@@ -50,10 +50,12 @@ void bpe_trainer_add_text(bpe_trainer *tr, const uint8_t *text, size_t len) {
             size_t n = end - a < MAX_TRAIN_WORD ? end - a : MAX_TRAIN_WORD;
             int added;
             bpe_bytes_slot *s = bpe_bytes_map_insert(&tr->words, text + a, n, bpe_hash_bytes(text + a, n), &added);
+            if (!s) return BG_ERR;
             s->value++;
         }
         pos = end;
     }
+    return BG_OK;
 }
 
 typedef struct {
@@ -90,24 +92,32 @@ typedef struct {
     size_t ntouched, captouched;
 } state;
 
+// Room for `need` (at least 1) elements in p (capacity *cap): the array, perhaps moved,
+// or NULL (out of memory) with p left as it was.
 static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return p;
     size_t c = *cap ? *cap : 16;
     while (c < need) c *= 2;
-    void *q = realloc(p, c * elem);
+    void *q = c <= SIZE_MAX / elem ? realloc(p, c * elem) : NULL;
     if (!q) {
-        fprintf(stderr, "bagualu: out of memory while training the tokenizer\n");
-        exit(3);
+        bg_error_out_of_memory("out of memory while training the tokenizer");
+        return NULL;
     }
     *cap = c;
     return q;
 }
 
-static void table_resize(state *s, size_t cap) {
+static int table_resize(state *s, size_t cap) {
+    uint64_t *keys = bg_try_malloc(cap * sizeof *keys);
+    uint32_t *index = keys ? bg_try_malloc(cap * sizeof *index) : NULL;
+    if (!index) {
+        free(keys);
+        return BG_ERR;
+    }
     free(s->keys);
     free(s->index);
-    s->keys = bg_malloc(cap * sizeof *s->keys);
-    s->index = bg_malloc(cap * sizeof *s->index);
+    s->keys = keys;
+    s->index = index;
     for (size_t i = 0; i < cap; i++) s->keys[i] = UINT64_MAX;
     s->table_mask = cap - 1;
     for (size_t p = 0; p < s->npairs; p++) {
@@ -117,18 +127,22 @@ static void table_resize(state *s, size_t cap) {
         s->keys[i] = key;
         s->index[i] = (uint32_t)p;
     }
+    return BG_OK;
 }
 
+// The index of the pair's stats, made on first sight; UINT32_MAX when out of memory.
 static uint32_t pair_of(state *s, uint32_t left, uint32_t right) {
     uint64_t key = bpe_pair_key(left, right);
     size_t i = bpe_mix64(key) & s->table_mask;
     for (; s->keys[i] != UINT64_MAX; i = (i + 1) & s->table_mask)
         if (s->keys[i] == key) return s->index[i];
     if ((s->npairs + 1) * 2 > s->table_mask + 1) {
-        table_resize(s, (s->table_mask + 1) * 2);
+        if (table_resize(s, (s->table_mask + 1) * 2) != BG_OK) return UINT32_MAX;
         return pair_of(s, left, right);
     }
-    s->pairs = grow(s->pairs, &s->cappairs, s->npairs + 1, sizeof *s->pairs);
+    pair_stat *pairs = grow(s->pairs, &s->cappairs, s->npairs + 1, sizeof *s->pairs);
+    if (!pairs) return UINT32_MAX;
+    s->pairs = pairs;
     pair_stat *p = &s->pairs[s->npairs];
     memset(p, 0, sizeof *p);
     p->left = left;
@@ -138,12 +152,15 @@ static uint32_t pair_of(state *s, uint32_t left, uint32_t right) {
     return (uint32_t)s->npairs++;
 }
 
-static void pair_add_word(pair_stat *p, uint32_t w) {
-    if (p->nwords && p->words[p->nwords - 1] == w) return;
+static int pair_add_word(pair_stat *p, uint32_t w) {
+    if (p->nwords && p->words[p->nwords - 1] == w) return BG_OK;
     size_t cap = p->capwords;
-    p->words = grow(p->words, &cap, (size_t)p->nwords + 1, sizeof *p->words);
+    uint32_t *words = grow(p->words, &cap, (size_t)p->nwords + 1, sizeof *p->words);
+    if (!words) return BG_ERR;
+    p->words = words;
     p->capwords = (uint32_t)cap;
     p->words[p->nwords++] = w;
+    return BG_OK;
 }
 
 // Max-heap: higher count first, then smaller (left, right).
@@ -153,8 +170,10 @@ static int heap_before(heap_entry a, heap_entry b) {
     return a.right < b.right;
 }
 
-static void heap_push(state *s, uint32_t p) {
-    s->heap = grow(s->heap, &s->capheap, s->nheap + 1, sizeof *s->heap);
+static int heap_push(state *s, uint32_t p) {
+    heap_entry *heap = grow(s->heap, &s->capheap, s->nheap + 1, sizeof *s->heap);
+    if (!heap) return BG_ERR;
+    s->heap = heap;
     heap_entry x = {s->pairs[p].count, s->pairs[p].left, s->pairs[p].right, p};
     size_t i = s->nheap++;
     while (i > 0) {
@@ -164,6 +183,7 @@ static void heap_push(state *s, uint32_t p) {
         i = up;
     }
     s->heap[i] = x;
+    return BG_OK;
 }
 
 static heap_entry heap_pop(state *s) {
@@ -181,26 +201,30 @@ static heap_entry heap_pop(state *s) {
     return top;
 }
 
-static void touch(state *s, uint32_t p, uint32_t stamp) {
+static int touch(state *s, uint32_t p, uint32_t stamp) {
     pair_stat *ps = &s->pairs[p];
-    if (ps->touched == stamp) return;
+    if (ps->touched == stamp) return BG_OK;
+    uint32_t *touched = grow(s->touched, &s->captouched, s->ntouched + 1, sizeof *s->touched);
+    if (!touched) return BG_ERR;
+    s->touched = touched;
     ps->touched = stamp;
     ps->count_before = ps->count;
-    s->touched = grow(s->touched, &s->captouched, s->ntouched + 1, sizeof *s->touched);
     s->touched[s->ntouched++] = p;
+    return BG_OK;
 }
 
-// Rewrites word w with (left, right) -> id, moving its pair counts along.
-static void merge_in_word(state *s, uint32_t w, uint32_t left, uint32_t right, uint32_t id, uint32_t stamp) {
+// Rewrites word w with (left, right) -> id, moving its pair counts along. A failure
+// (out of memory) leaves the counts half moved: training then stops.
+static int merge_in_word(state *s, uint32_t w, uint32_t left, uint32_t right, uint32_t id, uint32_t stamp) {
     uint32_t *sym = s->sym + s->start[w];
     uint32_t n = s->len[w];
     int found = 0;
     for (uint32_t i = 0; i + 1 < n && !found; i++) found = sym[i] == left && sym[i + 1] == right;
-    if (!found) return;  // a stale entry of the pair's word list
+    if (!found) return BG_OK;  // a stale entry of the pair's word list
     int64_t f = s->freq[w];
     for (uint32_t i = 0; i + 1 < n; i++) {
         uint32_t p = pair_of(s, sym[i], sym[i + 1]);
-        touch(s, p, stamp);
+        if (p == UINT32_MAX || touch(s, p, stamp) != BG_OK) return BG_ERR;
         s->pairs[p].count -= f;
     }
     uint32_t k = 0;
@@ -215,11 +239,12 @@ static void merge_in_word(state *s, uint32_t w, uint32_t left, uint32_t right, u
     s->len[w] = k;
     for (uint32_t i = 0; i + 1 < k; i++) {
         uint32_t p = pair_of(s, sym[i], sym[i + 1]);
-        touch(s, p, stamp);
+        if (p == UINT32_MAX || touch(s, p, stamp) != BG_OK) return BG_ERR;
         s->pairs[p].count += f;
         // Only pairs with the new token are new to this word.
-        if (sym[i] == id || sym[i + 1] == id) pair_add_word(&s->pairs[p], w);
+        if ((sym[i] == id || sym[i + 1] == id) && pair_add_word(&s->pairs[p], w) != BG_OK) return BG_ERR;
     }
+    return BG_OK;
 }
 
 static void state_free(state *s) {
@@ -252,11 +277,15 @@ int bpe_train(bpe_trainer *tr, int vocab_size, bpe_tokenizer **out, void (*progr
             s.nwords++;
             total += wm->slots[i].len;
         }
-    s.sym = bg_malloc((total + 1) * sizeof *s.sym);
-    s.start = bg_malloc((s.nwords + 1) * sizeof *s.start);
-    s.len = bg_malloc((s.nwords + 1) * sizeof *s.len);
-    s.freq = bg_malloc((s.nwords + 1) * sizeof *s.freq);
-    s.stamp = bg_calloc(s.nwords + 1, sizeof *s.stamp);
+    // Sized by the text: running out of memory is an error for the caller (and so is
+    // every growth below).
+    bpe_merge *merges = NULL;
+    s.sym = bg_try_malloc((total + 1) * sizeof *s.sym);
+    if (!s.sym || !(s.start = bg_try_malloc((s.nwords + 1) * sizeof *s.start)) ||
+        !(s.len = bg_try_malloc((s.nwords + 1) * sizeof *s.len)) ||
+        !(s.freq = bg_try_malloc((s.nwords + 1) * sizeof *s.freq)) ||
+        !(s.stamp = bg_try_calloc(s.nwords + 1, sizeof *s.stamp)))
+        goto fail;
     size_t w = 0, at = 0;
     for (size_t i = 0; i <= wm->mask; i++) {
         const bpe_bytes_slot *sl = &wm->slots[i];
@@ -268,18 +297,20 @@ int bpe_train(bpe_trainer *tr, int vocab_size, bpe_tokenizer **out, void (*progr
         for (uint32_t k = 0; k < sl->len; k++) s.sym[at++] = b[k];  // our ids 0..255 are the bytes
         w++;
     }
-    table_resize(&s, 1 << 16);
+    if (table_resize(&s, 1 << 16) != BG_OK) goto fail;
     for (uint32_t wi = 0; wi < s.nwords; wi++) {
         const uint32_t *sym = s.sym + s.start[wi];
         for (uint32_t k = 0; k + 1 < s.len[wi]; k++) {
             uint32_t p = pair_of(&s, sym[k], sym[k + 1]);
+            if (p == UINT32_MAX) goto fail;
             s.pairs[p].count += s.freq[wi];
-            pair_add_word(&s.pairs[p], wi);
+            if (pair_add_word(&s.pairs[p], wi) != BG_OK) goto fail;
         }
     }
-    for (uint32_t p = 0; p < s.npairs; p++) heap_push(&s, p);
+    for (uint32_t p = 0; p < s.npairs; p++)
+        if (heap_push(&s, p) != BG_OK) goto fail;
 
-    bpe_merge *merges = bg_malloc(((size_t)want + 1) * sizeof *merges);
+    if (!(merges = bg_try_malloc(((size_t)want + 1) * sizeof *merges))) goto fail;
     int done = 0;
     while (done < want && s.nheap > 0) {
         heap_entry top = heap_pop(&s);
@@ -294,7 +325,7 @@ int bpe_train(bpe_trainer *tr, int vocab_size, bpe_tokenizer **out, void (*progr
             uint32_t wi = s.pairs[top.pair].words[k];
             if (s.stamp[wi] == stamp) continue;
             s.stamp[wi] = stamp;
-            merge_in_word(&s, wi, left, right, id, stamp);
+            if (merge_in_word(&s, wi, left, right, id, stamp) != BG_OK) goto fail;
         }
         // The merged pair is gone from every word; its list is no longer needed.
         free(s.pairs[top.pair].words);
@@ -302,11 +333,15 @@ int bpe_train(bpe_trainer *tr, int vocab_size, bpe_tokenizer **out, void (*progr
         s.pairs[top.pair].nwords = s.pairs[top.pair].capwords = 0;
         for (size_t k = 0; k < s.ntouched; k++) {
             pair_stat *t = &s.pairs[s.touched[k]];
-            if (t->count != t->count_before && t->count > 0) heap_push(&s, s.touched[k]);
+            if (t->count != t->count_before && t->count > 0 && heap_push(&s, s.touched[k]) != BG_OK) goto fail;
         }
         done++;
         if (progress && (done % 256 == 0 || done == want)) progress(ctx, done, want);
     }
     state_free(&s);
     return bpe_build_ours(out, merges, done, "trained tokenizer");
+fail:
+    state_free(&s);
+    free(merges);
+    return BG_ERR;
 }

@@ -6,18 +6,19 @@
 
 #include <string.h>
 
-void bpe_ids_push(bpe_ids *v, uint32_t id) {
-    if (v->count == v->capacity) {
-        size_t cap = v->capacity ? v->capacity * 2 : 1024;
-        uint32_t *p = realloc(v->ids, cap * sizeof *p);
-        if (!p) {
-            fprintf(stderr, "bagualu: out of memory growing a token list to %zu ids\n", cap);
-            exit(3);
-        }
-        v->ids = p;
-        v->capacity = cap;
-    }
+static int ids_grow(bpe_ids *v) {
+    size_t cap = v->capacity ? v->capacity * 2 : 1024;
+    uint32_t *p = cap <= SIZE_MAX / sizeof *p ? realloc(v->ids, cap * sizeof *p) : NULL;
+    if (!p) return bg_error_out_of_memory("out of memory growing a token list to %zu ids", cap);
+    v->ids = p;
+    v->capacity = cap;
+    return BG_OK;
+}
+
+int bpe_ids_push(bpe_ids *v, uint32_t id) {
+    if (v->count == v->capacity && ids_grow(v) != BG_OK) return BG_ERR;
     v->ids[v->count++] = id;
+    return BG_OK;
 }
 
 void bpe_ids_free(bpe_ids *v) {
@@ -30,7 +31,13 @@ static size_t token_len(const uint64_t *offset, uint32_t id) { return (size_t)(o
 int bpe_tokenizer_build(bpe_tokenizer **out, int vocab_size, uint8_t *bytes, uint64_t *offset,
                         bpe_merge *merges, int merge_count, uint32_t eot, int ours, const char *what) {
     *out = NULL;
-    bpe_tokenizer *t = bg_calloc(1, sizeof *t);
+    bpe_tokenizer *t = bg_try_calloc(1, sizeof *t);
+    if (!t) {
+        free(bytes);
+        free(offset);
+        free(merges);
+        return BG_ERR;
+    }
     t->vocab_size = vocab_size;
     t->bytes = bytes;
     t->offset = offset;
@@ -66,10 +73,16 @@ int bpe_tokenizer_build(bpe_tokenizer **out, int vocab_size, uint8_t *bytes, uin
     t->table_mask = cap - 1;
     t->table_shift = 64 - bits;
     if (vocab_size <= 65536) {
-        t->compact = bg_malloc(cap * sizeof *t->compact);
+        if (!(t->compact = bg_try_malloc(cap * sizeof *t->compact))) {
+            rc = BG_ERR;
+            goto done;
+        }
         for (uint64_t i = 0; i < cap; i++) t->compact[i] = UINT64_MAX;
     } else {
-        t->table = bg_malloc(cap * sizeof *t->table);
+        if (!(t->table = bg_try_malloc(cap * sizeof *t->table))) {
+            rc = BG_ERR;
+            goto done;
+        }
         for (uint64_t i = 0; i < cap; i++) t->table[i].pair = UINT64_MAX;
     }
     for (int r = 0; r < merge_count; r++) {
@@ -157,7 +170,11 @@ enum { MAX_TOKEN_BYTES = 1 << 16 };  // far beyond any real token; stops doublin
 int bpe_build_ours(bpe_tokenizer **out, bpe_merge *merges, int m, const char *what) {
     *out = NULL;
     int v = 257 + m;
-    uint64_t *offset = bg_malloc(((size_t)v + 1) * sizeof *offset);
+    uint64_t *offset = bg_try_malloc(((size_t)v + 1) * sizeof *offset);
+    if (!offset) {
+        free(merges);
+        return BG_ERR;
+    }
     // Lengths first, so that the byte buffer is allocated once.
     for (int i = 0; i <= 256; i++) offset[i] = (uint64_t)i;
     for (int r = 0; r < m; r++) {
@@ -174,7 +191,12 @@ int bpe_build_ours(bpe_tokenizer **out, bpe_merge *merges, int m, const char *wh
     }
     const size_t eot_len = sizeof BPE_EOT_TEXT - 1;
     offset[v] = offset[v - 1] + eot_len;
-    uint8_t *bytes = bg_malloc((size_t)offset[v]);
+    uint8_t *bytes = bg_try_malloc((size_t)offset[v]);
+    if (!bytes) {
+        free(offset);
+        free(merges);
+        return BG_ERR;
+    }
     for (int i = 0; i < 256; i++) bytes[i] = (uint8_t)i;
     for (int r = 0; r < m; r++) {
         uint32_t left = merges[r].left, right = merges[r].right;

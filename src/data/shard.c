@@ -42,7 +42,11 @@ int shard_load(token_shard *s, const char *path, int vocab_size) {
         return bg_error("%s: header says %zu tokens (%zu bytes) but the file has %lld bytes", path,
                         count, expect, (long long)st.st_size);
     }
-    void *buf = bg_malloc(count * width);
+    void *buf = bg_try_malloc(count * width);
+    if (!buf) {
+        fclose(f);
+        return BG_ERR;
+    }
     if (count && fread(buf, width, count, f) != count) {
         free(buf);
         fclose(f);
