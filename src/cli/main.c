@@ -4,7 +4,6 @@
 
 #include "cli/commands.h"
 #include "comm/dist.h"
-#include "kernels/kernels.h"
 
 typedef struct {
     const char *name;
@@ -45,7 +44,6 @@ int main(int argc, char **argv) {
             int parallel = !strcmp(verbs[i].name, "train");
             if (parallel) dist_init(&argc, &argv);
             int rc = verbs[i].run(argc - 2, argv + 2);
-            matmul_cache_clear();
             if (parallel) dist_finalize();
             return rc;
         }

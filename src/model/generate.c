@@ -56,7 +56,7 @@ void gen_init(gen_state *g, const model *m, int T_max) {
     gen_layout(g, &measure);
     bg_arena_init(&g->arena, measure.used);
     gen_layout(g, &g->arena);
-    matmul_weights_changed();  // the weights may be new (a checkpoint just loaded)
+    matmul_weights_changed(m->kernels);  // the weights may be new (a checkpoint just loaded)
     if (c->position_embedding == POS_ROPE)
         rope_tables(g->rope_cos, g->rope_sin, g->T_max, c->hidden_size / c->num_attention_heads,
                     c->rope_theta);
@@ -128,7 +128,6 @@ const float *gen_step(gen_state *g, int token) {
     const int L = c->num_hidden_layers, t = g->pos, half = C / NH / 2;
     BG_ASSERT(t < g->T_max && token >= 0 && token < V);
     moe_shape ms = model_moe_shape(c, NULL);
-    matmul_set_precision(m->opt.precision);
 
     const float *te = m->w.wte + (size_t)token * C;
     const float *pe = m->w.wpe ? m->w.wpe + (size_t)t * C : NULL;
@@ -138,7 +137,7 @@ const float *gen_step(gen_state *g, int token) {
         float *kc = g->k_cache + (size_t)l * g->T_max * C, *vc = g->v_cache + (size_t)l * g->T_max * C;
         // attention block: this row's q, k, v; k and v join the cache at row t
         norm_row(c, g->ln, g->mean, g->rstd, g->x, lp->ln1_w, lp->ln1_b);
-        matmul_forward(g->qkv, g->ln, lp->qkv_w, 1, C, 3 * C);
+        matmul_forward(m->kernels, g->qkv, g->ln, lp->qkv_w, 1, C, 3 * C);
         // The tables' row t is the rotation for position t: with B = T = 1 the kernel
         // reads exactly that row.
         if (c->position_embedding == POS_ROPE)
@@ -146,19 +145,19 @@ const float *gen_step(gen_state *g, int token) {
         memcpy(kc + (size_t)t * C, g->qkv + C, sizeof(float) * C);
         memcpy(vc + (size_t)t * C, g->qkv + 2 * C, sizeof(float) * C);
         attend_one(g->atty, g->scores, g->qkv, kc, vc, t, g->T_max, C, NH);
-        matmul_forward(g->x2, g->atty, lp->o_w, 1, C, C);
+        matmul_forward(m->kernels, g->x2, g->atty, lp->o_w, 1, C, C);
         vec_add(g->x2, g->x, C);
         // feed-forward block: dense or MoE (the router sees this one token)
         norm_row(c, g->ln, g->mean, g->rstd, g->x2, lp->ln2_w, lp->ln2_b);
         if (lp->is_moe)
-            moe_forward(g->ffn_out, &g->moe, g->ln, &lp->moe, &ms, 1);
+            moe_forward(m->kernels, g->ffn_out, &g->moe, g->ln, &lp->moe, &ms, 1);
         else
-            ffn_forward(g->ffn_out, g->ffn_h, g->ffn_a, g->ln, lp->ffn_in, lp->ffn_out, 1, C,
-                        c->intermediate_size, c->hidden_act);
+            ffn_forward(m->kernels, g->ffn_out, g->ffn_h, g->ffn_a, g->ln, lp->ffn_in, lp->ffn_out,
+                        1, C, c->intermediate_size, c->hidden_act);
         residual_forward(g->x, g->x2, g->ffn_out, C);
     }
     norm_row(c, g->ln, g->mean, g->rstd, g->x, m->w.lnf_w, m->w.lnf_b);
-    matmul_forward(g->logits, g->ln, m->w.lm_head, 1, C, V);
+    matmul_forward(m->kernels, g->logits, g->ln, m->w.lm_head, 1, C, V);
     g->pos++;
     return g->logits;
 }

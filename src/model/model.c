@@ -17,8 +17,8 @@ void model_init_parallel(model *m, const model_config *cfg, uint64_t seed,
     m->cfg = *cfg;
     m->opt = (model_options){.attention = MODEL_ATTN_FLASH,
                              .lm_head_chunk = MODEL_LM_HEAD_CHUNK,
-                             .precision = MATMUL_FP32,
                              .loss_scale = 1.0f};
+    m->kernels = kernel_ctx_create(BG_FP32);
     m->par = par;
     m->first_expert = 0;
     m->n_experts = cfg->num_local_experts;
@@ -156,6 +156,7 @@ void model_free(model *m) {
     param_table_free(&m->table);
     free(m->params);
     free(m->grads);
+    kernel_ctx_free(m->kernels);
     memset(m, 0, sizeof *m);
 }
 
@@ -186,8 +187,7 @@ void model_forward(model *m, const int *inputs, const int *targets) {
     int NH = c->num_attention_heads, L = c->num_hidden_layers;
     moe_shape ms = layer_moe_shape(m);
     memcpy(a->inputs, inputs, sizeof(int) * N);
-    matmul_set_precision(m->opt.precision);
-    matmul_weights_changed();  // an optimizer step may have run since the last pass
+    matmul_weights_changed(m->kernels);  // an optimizer step may have run since the last pass
 
     embedding_forward(a->layers[0].x, inputs, m->w.wte, m->w.wpe, N, T, C);
     double aux = 0, z = 0, objective_router = 0;
@@ -198,30 +198,30 @@ void model_forward(model *m, const int *inputs, const int *targets) {
         float *x_next = l + 1 < L ? a->layers[l + 1].x : a->x_final;
         // attention block
         norm_forward(c, la->ln1, la->ln1_mean, la->ln1_rstd, la->x, lp->ln1_w, lp->ln1_b, N);
-        matmul_forward(la->qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
+        matmul_forward(m->kernels, la->qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
         if (c->position_embedding == POS_ROPE) rope_forward(la->qkv, a->rope_cos, a->rope_sin, B, T, C, NH);
         if (a->flash)
-            flash_attention_forward(la->atty, la->att_lse, a->d_att_scratch, la->qkv, B, T, C, NH,
-                                    m->opt.precision);
+            flash_attention_forward(m->kernels, la->atty, la->att_lse, a->d_att_scratch, la->qkv,
+                                    B, T, C, NH);
         else attention_forward(la->atty, la->att, la->qkv, B, T, C, NH);
-        matmul_forward(la->x2, la->atty, lp->o_w, N, C, C);
+        matmul_forward(m->kernels, la->x2, la->atty, lp->o_w, N, C, C);
         vec_add(la->x2, la->x, (size_t)N * C);
         // feed-forward block: dense or MoE
         norm_forward(c, la->ln2, la->ln2_mean, la->ln2_rstd, la->x2, lp->ln2_w, lp->ln2_b, N);
         if (lp->is_moe) {
-            moe_forward(la->ffn_out, &la->moe, la->ln2, &lp->moe, &ms, N);
+            moe_forward(m->kernels, la->ffn_out, &la->moe, la->ln2, &lp->moe, &ms, N);
             aux += la->moe.aux_loss;
             z += la->moe.z_loss;
             objective_router += ms.aux_coef * la->moe.aux_loss + ms.z_coef * la->moe.z_loss;
             moe_layers++;
         } else {
-            ffn_forward(la->ffn_out, la->ffn_h, la->ffn_a, la->ln2, lp->ffn_in, lp->ffn_out, N, C,
-                        c->intermediate_size, c->hidden_act);
+            ffn_forward(m->kernels, la->ffn_out, la->ffn_h, la->ffn_a, la->ln2, lp->ffn_in,
+                        lp->ffn_out, N, C, c->intermediate_size, c->hidden_act);
         }
         residual_forward(x_next, la->x2, la->ffn_out, (size_t)N * C);
     }
     norm_forward(c, a->lnf, a->lnf_mean, a->lnf_rstd, a->x_final, m->w.lnf_w, m->w.lnf_b, N);
-    if (!a->lm_fused) matmul_forward(a->logits, a->lnf, m->w.lm_head, N, C, V);
+    if (!a->lm_fused) matmul_forward(m->kernels, a->logits, a->lnf, m->w.lm_head, N, C, V);
 
     m->aux_loss = moe_layers ? aux / moe_layers : 0.0;
     m->z_loss = moe_layers ? z / moe_layers : 0.0;
@@ -234,8 +234,8 @@ void model_forward(model *m, const int *inputs, const int *targets) {
     if (!a->lm_fused) {
         crossentropy_forward(a->losses, a->lse, a->logits, targets, N, V);
     } else if (m->opt.no_grad) {
-        lmhead_xent_forward(a->losses, a->lse, a->lnf, m->w.lm_head, targets, N, C, V,
-                            a->lm_chunk, a->lm_chunk_rows);
+        lmhead_xent_forward(m->kernels, a->losses, a->lse, a->lnf, m->w.lm_head, targets, N, C,
+                            V, a->lm_chunk, a->lm_chunk_rows);
     } else {
         // Training: the chunk's logits are at hand only now, so the LM head's backward
         // runs here too (recomputing them in model_backward would cost a fourth GEMM
@@ -244,8 +244,9 @@ void model_forward(model *m, const int *inputs, const int *targets) {
         // model_zero_grad may clear in between.
         vec_zero(a->d_ln, (size_t)N * C);
         vec_zero(a->d_lm_head, (size_t)V * C);
-        lmhead_xent_fused(a->losses, a->lse, a->d_ln, a->d_lm_head, a->lnf, m->w.lm_head,
-                          targets, lm_grad_scale(m), N, C, V, a->lm_chunk, a->lm_chunk_rows);
+        lmhead_xent_fused(m->kernels, a->losses, a->lse, a->d_ln, a->d_lm_head, a->lnf,
+                          m->w.lm_head, targets, lm_grad_scale(m), N, C, V, a->lm_chunk,
+                          a->lm_chunk_rows);
         a->lm_grads_ready = 1;
     }
     double sum = 0;  // summed in double, in token order: deterministic and exact enough
@@ -259,7 +260,8 @@ void model_logits(const model *m, float *logits, int row0, int rows) {
     const model_acts *a = &m->acts;
     const int C = m->cfg.hidden_size;
     BG_ASSERT(row0 >= 0 && rows >= 0 && row0 + rows <= a->N);
-    matmul_forward(logits, a->lnf + (size_t)row0 * C, m->w.lm_head, rows, C, m->cfg.vocab_size);
+    matmul_forward(m->kernels, logits, a->lnf + (size_t)row0 * C, m->w.lm_head, rows, C,
+                   m->cfg.vocab_size);
 }
 
 // Threaded: a serial memset of every gradient (123 MB for M1) left the second core idle.
@@ -274,7 +276,6 @@ void model_backward(model *m) {
     moe_shape ms = layer_moe_shape(m);
     ms.aux_coef *= m->opt.loss_scale;  // the balance losses' share of the scaled gradient
     ms.z_coef *= m->opt.loss_scale;
-    matmul_set_precision(m->opt.precision);
     // LM head and final norm; dlogits overwrite the logits in place. The fused head
     // did this work in model_forward.
     if (a->lm_fused) {
@@ -284,7 +285,8 @@ void model_backward(model *m) {
     } else {
         crossentropy_backward(a->logits, a->logits, a->lse, a->targets, lm_grad_scale(m), N, V);
         vec_zero(a->d_ln, NC);
-        matmul_backward(a->d_ln, m->g.lm_head, a->logits, a->lnf, m->w.lm_head, N, C, V);
+        matmul_backward(m->kernels, a->d_ln, m->g.lm_head, a->logits, a->lnf, m->w.lm_head, N, C,
+                        V);
     }
     vec_zero(a->d_resid, NC);
     norm_backward(c, a->d_resid, m->g.lnf_w, m->g.lnf_b, a->d_ln, a->x_final, m->w.lnf_w,
@@ -297,27 +299,27 @@ void model_backward(model *m) {
         // through unchanged, its branch adds through the norm.
         vec_zero(a->d_ln, NC);
         if (lp->is_moe) {
-            moe_backward(a->d_ln, &gp->moe, &a->moe_scr, a->d_resid, la->ln2, &la->moe, &lp->moe,
-                         &ms, N);
+            moe_backward(m->kernels, a->d_ln, &gp->moe, &a->moe_scr, a->d_resid, la->ln2,
+                         &la->moe, &lp->moe, &ms, N);
         } else {
-            ffn_backward(a->d_ln, gp->ffn_in, gp->ffn_out, a->d_ffn_a, a->d_ffn_h, a->d_resid,
-                         la->ln2, la->ffn_h, la->ffn_a, lp->ffn_in, lp->ffn_out, N, C,
-                         c->intermediate_size, c->hidden_act);
+            ffn_backward(m->kernels, a->d_ln, gp->ffn_in, gp->ffn_out, a->d_ffn_a, a->d_ffn_h,
+                         a->d_resid, la->ln2, la->ffn_h, la->ffn_a, lp->ffn_in, lp->ffn_out, N,
+                         C, c->intermediate_size, c->hidden_act);
         }
         norm_backward(c, a->d_resid, gp->ln2_w, gp->ln2_b, a->d_ln, la->x2, lp->ln2_w,
                       la->ln2_mean, la->ln2_rstd, N);
         // attention block
         vec_zero(a->d_atty, NC);
-        matmul_backward(a->d_atty, gp->o_w, a->d_resid, la->atty, lp->o_w, N, C, C);
+        matmul_backward(m->kernels, a->d_atty, gp->o_w, a->d_resid, la->atty, lp->o_w, N, C, C);
         vec_zero(a->d_qkv, 3 * NC);
         if (a->flash)
-            flash_attention_backward(a->d_qkv, a->d_att_scratch, a->d_atty, la->qkv, la->atty,
-                                     la->att_lse, B, T, C, NH, m->opt.precision);
+            flash_attention_backward(m->kernels, a->d_qkv, a->d_att_scratch, a->d_atty, la->qkv,
+                                     la->atty, la->att_lse, B, T, C, NH);
         else
             attention_backward(a->d_qkv, a->d_att_scratch, a->d_atty, la->qkv, la->att, B, T, C, NH);
         if (c->position_embedding == POS_ROPE) rope_backward(a->d_qkv, a->rope_cos, a->rope_sin, B, T, C, NH);
         vec_zero(a->d_ln, NC);
-        matmul_backward(a->d_ln, gp->qkv_w, a->d_qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
+        matmul_backward(m->kernels, a->d_ln, gp->qkv_w, a->d_qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
         norm_backward(c, a->d_resid, gp->ln1_w, gp->ln1_b, a->d_ln, la->x, lp->ln1_w,
                       la->ln1_mean, la->ln1_rstd, N);
     }

@@ -102,13 +102,13 @@ static void balance_statistics(moe_acts *acts, const moe_shape *s, int N) {
                                 acts->counts_global, acts->n_tokens, E, s->k);
 }
 
-void moe_forward(float *out, moe_acts *acts, const float *inp, const moe_params *p,
+void moe_forward(kernel_ctx *kc, float *out, moe_acts *acts, const float *inp, const moe_params *p,
                  const moe_shape *s, int N) {
     const int C = s->C, E = s->E, k = s->k, F = s->F, S = s->S;
     const size_t U = (size_t)ffn_in_rows(s->act, F), n = (size_t)N;
     BG_ASSERT(k >= 1 && k <= E);
 
-    moe_router_forward(acts->logits, acts->probs, acts->lse, acts->topk_idx, acts->topk_w,
+    moe_router_forward(kc, acts->logits, acts->probs, acts->lse, acts->topk_idx, acts->topk_w,
                        inp, p->gate, N, C, E, k, s->norm_topk_prob);
     moe_dispatch_plan(acts->counts, acts->offsets, acts->row_of, acts->token_of,
                       acts->topk_idx, N, E, k);
@@ -120,7 +120,7 @@ void moe_forward(float *out, moe_acts *acts, const float *inp, const moe_params 
     if (S == 0) vec_zero(out, n * C);
     for (int i = 0; i < S; i++) {
         float *dst = i == 0 ? out : acts->y_perm;
-        ffn_forward(dst, acts->sh_h + (size_t)i * n * U, acts->sh_a + (size_t)i * n * F, inp,
+        ffn_forward(kc, dst, acts->sh_h + (size_t)i * n * U, acts->sh_a + (size_t)i * n * F, inp,
                     p->shared_in + (size_t)i * U * C, p->shared_out + (size_t)i * C * F, N, C,
                     F, s->act);
         if (i > 0) vec_add(out, acts->y_perm, n * C);
@@ -128,7 +128,7 @@ void moe_forward(float *out, moe_acts *acts, const float *inp, const moe_params 
 
     moe_permute_forward(acts->x_perm, inp, acts->token_of, N * k, C);
     if (!s->par) {
-        moe_experts_forward(acts->y_perm, acts->h, acts->a, acts->x_perm, p->w_in, p->w_out,
+        moe_experts_forward(kc, acts->y_perm, acts->h, acts->a, acts->x_perm, p->w_in, p->w_out,
                             acts->offsets, E, C, F, s->act);
     } else {
         // rows to their experts' ranks, the local experts, and back
@@ -137,7 +137,7 @@ void moe_forward(float *out, moe_acts *acts, const float *inp, const moe_params 
         if (n_chunks <= 1) {
             moe_exchange_to_experts(acts->x_recv, acts->x_perm, acts, s);
             moe_rows_recv_to_local(acts->x_local, acts->x_recv, acts, C);
-            moe_experts_forward(acts->y_local, acts->h, acts->a, acts->x_local, p->w_in,
+            moe_experts_forward(kc, acts->y_local, acts->h, acts->a, acts->x_local, p->w_in,
                                 p->w_out, acts->local_offsets, El, C, F, s->act);
         } else {
             // Chunk j's experts run while chunks j+1.. are still in flight.
@@ -147,7 +147,7 @@ void moe_forward(float *out, moe_acts *acts, const float *inp, const moe_params 
             for (int j = 0; j < n_chunks; j++) {
                 dist_a2a_wait_chunk(h, j);
                 moe_rows_recv_to_local_chunk(acts->x_local, acts->x_recv, acts, C, j, n_chunks);
-                moe_experts_forward(acts->y_local, acts->h, acts->a, acts->x_local, p->w_in,
+                moe_experts_forward(kc, acts->y_local, acts->h, acts->a, acts->x_local, p->w_in,
                                     p->w_out, acts->local_offsets + (size_t)j * El, El, C, F,
                                     s->act);
                 dist_a2a_progress(h);
@@ -160,15 +160,15 @@ void moe_forward(float *out, moe_acts *acts, const float *inp, const moe_params 
     moe_combine_forward(out, acts->y_perm, acts->topk_w, acts->row_of, N, k, C);
 }
 
-void moe_backward(float *dinp, moe_params *grads, moe_scratch *scr, const float *dout,
-                  const float *inp, const moe_acts *acts, const moe_params *p,
+void moe_backward(kernel_ctx *kc, float *dinp, moe_params *grads, moe_scratch *scr,
+                  const float *dout, const float *inp, const moe_acts *acts, const moe_params *p,
                   const moe_shape *s, int N) {
     const int C = s->C, E = s->E, k = s->k, F = s->F, S = s->S;
     const size_t U = (size_t)ffn_in_rows(s->act, F), n = (size_t)N;
     if (N == 0) return;
 
     for (int i = 0; i < S; i++)
-        ffn_backward(dinp, grads->shared_in + (size_t)i * U * C,
+        ffn_backward(kc, dinp, grads->shared_in + (size_t)i * U * C,
                      grads->shared_out + (size_t)i * C * F, scr->da, scr->dh, dout, inp,
                      acts->sh_h + (size_t)i * n * U, acts->sh_a + (size_t)i * n * F,
                      p->shared_in + (size_t)i * U * C, p->shared_out + (size_t)i * C * F, N,
@@ -178,7 +178,7 @@ void moe_backward(float *dinp, moe_params *grads, moe_scratch *scr, const float 
                          acts->row_of, N, k, C);
     if (!s->par) {
         vec_zero(scr->dx_perm, n * k * C);  // the experts accumulate into it
-        moe_experts_backward(scr->dx_perm, grads->w_in, grads->w_out, scr->da, scr->dh,
+        moe_experts_backward(kc, scr->dx_perm, grads->w_in, grads->w_out, scr->da, scr->dh,
                              scr->dy_perm, acts->x_perm, acts->h, acts->a, p->w_in, p->w_out,
                              acts->offsets, E, C, F, s->act);
     } else {
@@ -188,7 +188,7 @@ void moe_backward(float *dinp, moe_params *grads, moe_scratch *scr, const float 
             moe_exchange_to_experts(scr->ex_a, scr->dy_perm, acts, s);
             moe_rows_recv_to_local(scr->ex_b, scr->ex_a, acts, C);
             vec_zero(scr->ex_a, (size_t)R * C);
-            moe_experts_backward(scr->ex_a, grads->w_in, grads->w_out, scr->da, scr->dh,
+            moe_experts_backward(kc, scr->ex_a, grads->w_in, grads->w_out, scr->da, scr->dh,
                                  scr->ex_b, acts->x_local, acts->h, acts->a, p->w_in, p->w_out,
                                  acts->local_offsets, El, C, F, s->act);
             moe_rows_local_to_recv(scr->ex_b, scr->ex_a, acts, C);
@@ -201,7 +201,7 @@ void moe_backward(float *dinp, moe_params *grads, moe_scratch *scr, const float 
             for (int j = 0; j < n_chunks; j++) {
                 dist_a2a_wait_chunk(h, j);
                 moe_rows_recv_to_local_chunk(scr->ex_b, scr->ex_a, acts, C, j, n_chunks);
-                moe_experts_backward(scr->ex_c, grads->w_in, grads->w_out, scr->da, scr->dh,
+                moe_experts_backward(kc, scr->ex_c, grads->w_in, grads->w_out, scr->da, scr->dh,
                                      scr->ex_b, acts->x_local, acts->h, acts->a, p->w_in,
                                      p->w_out, acts->local_offsets + (size_t)j * El, El, C, F,
                                      s->act);
@@ -213,7 +213,7 @@ void moe_backward(float *dinp, moe_params *grads, moe_scratch *scr, const float 
         moe_exchange_from_experts(scr->dx_perm, scr->ex_b, acts, s);
     }
     moe_permute_backward(dinp, scr->dx_perm, acts->row_of, N, k, C);
-    moe_router_backward_global(dinp, grads->gate, scr->dlogits, scr->dprobs, scr->dtopk_w, inp,
+    moe_router_backward_global(kc, dinp, grads->gate, scr->dlogits, scr->dprobs, scr->dtopk_w, inp,
                                p->gate, acts->probs, acts->lse, acts->topk_idx, acts->topk_w,
                                acts->counts_global, acts->n_tokens, N, C, E, k,
                                s->norm_topk_prob, s->aux_coef, s->z_coef);

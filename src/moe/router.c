@@ -54,11 +54,11 @@ void moe_router_softmax_topk(float *probs, float *lse, int *topk_idx, float *top
     }
 }
 
-void moe_router_forward(float *logits, float *probs, float *lse, int *topk_idx,
-                        float *topk_w, const float *inp, const float *gate, int N, int C,
-                        int E, int k, int norm_topk_prob) {
+void moe_router_forward(kernel_ctx *kc, float *logits, float *probs, float *lse, int *topk_idx,
+                        float *topk_w, const float *inp, const float *gate, int N, int C, int E,
+                        int k, int norm_topk_prob) {
     if (N == 0) return;
-    matmul_forward_fp32(logits, inp, gate, N, C, E);  // routing decisions stay in fp32
+    matmul_forward_fp32(kc, logits, inp, gate, N, C, E);  // routing decisions stay in fp32
     moe_router_softmax_topk(probs, lse, topk_idx, topk_w, logits, N, E, k, norm_topk_prob);
 }
 
@@ -101,22 +101,22 @@ void moe_router_balance_losses(double *aux_loss, double *z_loss, const float *pr
     moe_router_losses_from_sums(aux_loss, z_loss, prob_sum, lse2, counts, (double)N, E, k);
 }
 
-void moe_router_backward(float *dinp, float *dgate, float *dlogits, float *dprobs,
+void moe_router_backward(kernel_ctx *kc, float *dinp, float *dgate, float *dlogits, float *dprobs,
                          const float *dtopk_w, const float *inp, const float *gate,
                          const float *probs, const float *lse, const int *topk_idx,
                          const float *topk_w, const int *counts, int N, int C, int E, int k,
                          int norm_topk_prob, float aux_coef, float z_coef) {
-    moe_router_backward_global(dinp, dgate, dlogits, dprobs, dtopk_w, inp, gate, probs, lse,
+    moe_router_backward_global(kc, dinp, dgate, dlogits, dprobs, dtopk_w, inp, gate, probs, lse,
                                topk_idx, topk_w, counts, (double)N, N, C, E, k, norm_topk_prob,
                                aux_coef, z_coef);
 }
 
-void moe_router_backward_global(float *dinp, float *dgate, float *dlogits, float *dprobs,
-                                const float *dtopk_w, const float *inp, const float *gate,
-                                const float *probs, const float *lse, const int *topk_idx,
-                                const float *topk_w, const int *counts, double n_tokens, int N,
-                                int C, int E, int k, int norm_topk_prob, float aux_coef,
-                                float z_coef) {
+void moe_router_backward_global(kernel_ctx *kc, float *dinp, float *dgate, float *dlogits,
+                                float *dprobs, const float *dtopk_w, const float *inp,
+                                const float *gate, const float *probs, const float *lse,
+                                const int *topk_idx, const float *topk_w, const int *counts,
+                                double n_tokens, int N, int C, int E, int k, int norm_topk_prob,
+                                float aux_coef, float z_coef) {
     if (N == 0) return;
     // d(aux_coef·aux)/d probs[t,i] = aux_coef · E · f_i / n, the same for every token
     // (f_i counts the discrete choices and is not differentiated); n and the counts
@@ -149,5 +149,5 @@ void moe_router_backward_global(float *dinp, float *dgate, float *dlogits, float
         double zt = z_scale * lse[t];
         for (int e = 0; e < E; e++) dl[e] = (float)(p[e] * (dp[e] - pdp + zt));
     }
-    matmul_backward_fp32(dinp, dgate, dlogits, inp, gate, N, C, E);
+    matmul_backward_fp32(kc, dinp, dgate, dlogits, inp, gate, N, C, E);
 }

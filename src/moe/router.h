@@ -3,14 +3,15 @@
 // Top-k softmax router ("softmax, then top-k", as in Mixtral / DeepSeek-MoE / Qwen-MoE)
 // and its balance losses. A different gate is a different router file with the same
 // outputs: topk_idx / topk_w for the dispatcher, probs / lse for the losses.
+#include "kernels/kernels.h"
 
 // inp (N,C), gate (E,C) → logits (N,E) = inp · gateᵀ in fp32, probs (N,E) = softmax,
 // lse (N) = logsumexp(logits), topk_idx (N,k) the k largest in descending order with
 // ties going to the LOWER expert index, topk_w (N,k) their probabilities, renormalized
 // to sum to 1 when norm_topk_prob. All WRITE.
-void moe_router_forward(float *logits, float *probs, float *lse, int *topk_idx,
-                        float *topk_w, const float *inp, const float *gate, int N, int C,
-                        int E, int k, int norm_topk_prob);
+void moe_router_forward(kernel_ctx *kc, float *logits, float *probs, float *lse, int *topk_idx,
+                        float *topk_w, const float *inp, const float *gate, int N, int C, int E,
+                        int k, int norm_topk_prob);
 // The part after the GEMM (softmax, top-k, weights); separate so it can be run on
 // crafted logits, e.g. exact ties.
 void moe_router_softmax_topk(float *probs, float *lse, int *topk_idx, float *topk_w,
@@ -35,17 +36,17 @@ void moe_router_losses_from_sums(double *aux_loss, double *z_loss, const double 
 // (and so counts / f_i) held fixed: top-k is piecewise constant.
 // dtopk_w (N,k) is the loss gradient of topk_w; dinp (N,C) += (NULL skips),
 // dgate (E,C) +=; dlogits, dprobs (N,E) are workspace (written).
-void moe_router_backward(float *dinp, float *dgate, float *dlogits, float *dprobs,
+void moe_router_backward(kernel_ctx *kc, float *dinp, float *dgate, float *dlogits, float *dprobs,
                          const float *dtopk_w, const float *inp, const float *gate,
                          const float *probs, const float *lse, const int *topk_idx,
                          const float *topk_w, const int *counts, int N, int C, int E, int k,
                          int norm_topk_prob, float aux_coef, float z_coef);
 // The same for a rank holding N of the n_tokens tokens of a global batch: counts (E)
 // are the global counts, and the balance losses average over n_tokens.
-void moe_router_backward_global(float *dinp, float *dgate, float *dlogits, float *dprobs,
-                                const float *dtopk_w, const float *inp, const float *gate,
-                                const float *probs, const float *lse, const int *topk_idx,
-                                const float *topk_w, const int *counts, double n_tokens, int N,
-                                int C, int E, int k, int norm_topk_prob, float aux_coef,
-                                float z_coef);
+void moe_router_backward_global(kernel_ctx *kc, float *dinp, float *dgate, float *dlogits,
+                                float *dprobs, const float *dtopk_w, const float *inp,
+                                const float *gate, const float *probs, const float *lse,
+                                const int *topk_idx, const float *topk_w, const int *counts,
+                                double n_tokens, int N, int C, int E, int k, int norm_topk_prob,
+                                float aux_coef, float z_coef);
 #endif

@@ -180,7 +180,7 @@ static char *trainer_json(const trainer *tr, uint64_t model_sum, uint64_t opt_su
     cJSON_AddNumberToObject(t, "beta2", o->beta2);
     cJSON_AddNumberToObject(t, "eps", o->eps);
     cJSON_AddNumberToObject(t, "clip", o->clip);
-    cJSON_AddStringToObject(t, "dtype", matmul_precision_name((matmul_precision)o->dtype));
+    cJSON_AddStringToObject(t, "dtype", bg_dtype_name(o->dtype));
     cJSON_AddStringToObject(t, "data", o->data_path ? o->data_path : "");
     cJSON *sums = cJSON_AddObjectToObject(root, "checksums_xxh64");
     char hex[17];
@@ -760,7 +760,7 @@ int ckpt_load(trainer *tr, const char *dir) {
     tr->samples = meta.samples;
     // A run that switches to fp16 starts from its own initial scale; one that stays
     // in fp16 continues with the saved scale.
-    if (tr->opt.dtype == MATMUL_FP16 && meta.loss_scale >= LOSS_SCALE_MIN) {
+    if (tr->opt.dtype == BG_FP16 && meta.loss_scale >= LOSS_SCALE_MIN) {
         tr->loss_scale = (float)meta.loss_scale;
         tr->good_steps = meta.good_steps;
     }

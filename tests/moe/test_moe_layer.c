@@ -94,6 +94,8 @@ static void state_init(layer_state *st, const moe_shape *s, int N) {
     TU_CHECK(st->arena.used == need, "layout used %zu bytes, measured %zu", st->arena.used, need);
 }
 
+static kernel_ctx *g_kc;  // fp32 GEMMs
+
 static void check_layer(moe_shape s, int N, uint64_t seed) {
     printf("moe layer N=%d C=%d E=%d k=%d F=%d S=%d act=%s norm=%d aux_coef=%g z_coef=%g\n", N,
            s.C, s.E, s.k, s.F, s.S, s.act == FFN_SWIGLU ? "swiglu" : "gelu", s.norm_topk_prob,
@@ -120,7 +122,7 @@ static void check_layer(moe_shape s, int N, uint64_t seed) {
     state_init(&st, &s, N);
     float *out = malloc(sizeof(float) * (nx + 1));
     for (size_t i = 0; i < nx; i++) out[i] = NAN;  // WRITES: garbage must not leak through
-    moe_forward(out, &st.acts, inp, &p, &s, N);
+    moe_forward(g_kc, out, &st.acts, inp, &p, &s, N);
 
     // Reference forward, choosing experts itself.
     layer_ctx c = {ref_from_float(x, b.total), &b, &s, N, malloc(sizeof(int) * (NK + 1)),
@@ -158,7 +160,7 @@ static void check_layer(moe_shape s, int N, uint64_t seed) {
     memset(st.scr.dlogits, 0xff, sizeof(float) * N * E);
     memset(st.scr.dprobs, 0xff, sizeof(float) * N * E);
     memset(st.scr.dtopk_w, 0xff, sizeof(float) * NK);
-    moe_backward(gx + b.inp, &gp, &st.scr, dout, inp, &st.acts, &p, &s, N);
+    moe_backward(g_kc, gx + b.inp, &gp, &st.scr, dout, inp, &st.acts, &p, &s, N);
 
     double *want = ref_from_float(gx_before, b.total), *fd = malloc(sizeof(double) * b.total);
     ref_fd_grad(fd, c.x, b.total, FD_EPS, layer_loss, &c);
@@ -190,8 +192,8 @@ static void check_layer(moe_shape s, int N, uint64_t seed) {
     float *out2 = malloc(sizeof(float) * (nx + 1)), *gx2 = malloc(sizeof(float) * b.total);
     memcpy(gx2, gx_before, sizeof(float) * b.total);
     moe_params gp2 = float_views(gx2, &b, s.S);
-    moe_forward(out2, &st2.acts, inp, &p, &s, N);
-    moe_backward(gx2 + b.inp, &gp2, &st2.scr, dout, inp, &st2.acts, &p, &s, N);
+    moe_forward(g_kc, out2, &st2.acts, inp, &p, &s, N);
+    moe_backward(g_kc, gx2 + b.inp, &gp2, &st2.scr, dout, inp, &st2.acts, &p, &s, N);
     TU_CHECK(!memcmp(out, out2, sizeof(float) * nx), "forward not bitwise repeatable");
     TU_CHECK(!memcmp(gx, gx2, sizeof(float) * b.total), "backward not bitwise repeatable");
     TU_CHECK(st.acts.aux_loss == st2.acts.aux_loss && st.acts.z_loss == st2.acts.z_loss,
@@ -220,8 +222,8 @@ static void check_no_tokens(void) {
     state_init(&st, &s, 0);
     float out = 0, dout = 0;
     st.acts.aux_loss = st.acts.z_loss = 1;
-    moe_forward(&out, &st.acts, x + b.inp, &p, &s, 0);
-    moe_backward(gx + b.inp, &gp, &st.scr, &dout, x + b.inp, &st.acts, &p, &s, 0);
+    moe_forward(g_kc, &out, &st.acts, x + b.inp, &p, &s, 0);
+    moe_backward(g_kc, gx + b.inp, &gp, &st.scr, &dout, x + b.inp, &st.acts, &p, &s, 0);
     int zero = st.acts.aux_loss == 0 && st.acts.z_loss == 0;
     for (size_t i = 0; i < b.total; i++) zero &= gx[i] == 0;
     TU_CHECK(zero, "N == 0: losses or gradients not zero");
@@ -231,6 +233,7 @@ static void check_no_tokens(void) {
 }
 
 int main(void) {
+    g_kc = kernel_ctx_create(BG_FP32);
     // moe_shape: C, E, k, F, S, act, norm_topk_prob, aux_coef, z_coef.
     // Odd sizes on purpose (C = 12, N = 7, F = 5); coefficients far larger than in
     // training so that the aux / z gradients are not lost under the tolerance.
@@ -243,6 +246,6 @@ int main(void) {
     check_layer((moe_shape){12, 6, 3, 5, 1, FFN_SWIGLU, 1, 0.01f, 0.001f, NULL}, 9, seed++);
     check_layer((moe_shape){8, 3, 3, 4, 1, FFN_GELU, 0, 0.5f, 0.2f, NULL}, 5, seed++);  // k == E
     check_no_tokens();
-    matmul_cache_clear();
+    kernel_ctx_free(g_kc);
     return tu_finish("moe/test_moe_layer");
 }
