@@ -30,7 +30,7 @@ static int cmp_double(const void *a, const void *b) {
 static double instruction_peak(int bf16, int threads) {
     return bf16 ? peak_bf16_gflops(threads, 1.5) : peak_fma_gflops(threads, 1.5);
 }
-static double gemm_rate(int bf16) { return peak_gemm_gflops(2048, 5, bf16 ? MATMUL_BF16 : MATMUL_FP32); }
+static double gemm_rate(int bf16) { return peak_gemm_gflops(2048, 5, bf16 ? BG_BF16 : BG_FP32); }
 
 int main(int argc, char **argv) {
     const char *config = "configs/m1.json";
@@ -62,18 +62,18 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_step: bad --batch/--seq/--steps/--threads\n");
         return 2;
     }
-    matmul_precision prec;
-    if (matmul_precision_parse(dtype, &prec) != 0) {
+    bg_dtype prec;
+    if (bg_dtype_parse(dtype, &prec) != 0) {
         fprintf(stderr, "bench_step: --dtype must be fp32, bf16 or fp16\n");
         return 2;
     }
     bg_threads_set(threads);
-    int bf16 = prec == MATMUL_BF16;
+    int bf16 = prec == BG_BF16;
     double peak = instruction_peak(bf16, threads), gemm = gemm_rate(bf16);
 
     model m;
     model_init(&m, &cfg, 1);
-    m.opt.precision = prec;
+    kernel_ctx_set_precision(m.kernels, prec);
     if (lm_chunk >= 0) m.opt.lm_head_chunk = lm_chunk;
     model_prepare(&m, B, T);
     adamw_state opt;
@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
     }
     double *times = malloc(sizeof(double) * steps), fwd = 0, bwd = 0, opt_t = 0;
     for (int s = -warmup; s < steps; s++) {
-        if (s == 0) matmul_profile(gemm_profile);
+        if (s == 0) matmul_profile(m.kernels, gemm_profile);
         double t0 = bg_now();
         model_forward(&m, inputs, targets);
         double t1 = bg_now();
@@ -131,11 +131,10 @@ int main(int argc, char **argv) {
     printf("peak memory (RSS of the process): %.0f MiB\n", ru.ru_maxrss / 1024.0);
     if (gemm_profile) {
         printf("GEMMs of the %d timed steps:\n", steps);
-        matmul_profile_print(stdout);
+        matmul_profile_print(m.kernels, stdout);
     }
     free(times), free(inputs), free(targets);
     adamw_free(&opt);
     model_free(&m);
-    matmul_cache_clear();
     return 0;
 }

@@ -115,22 +115,20 @@ double peak_bf16_gflops(int threads, double seconds) {
 #endif
 }
 
-double peak_gemm_gflops(int n, int reps, int precision) {
-    matmul_set_precision((matmul_precision)precision);
-    matmul_weights_changed();
+double peak_gemm_gflops(int n, int reps, bg_dtype precision) {
+    kernel_ctx *kc = kernel_ctx_create(precision);
     float *a = bg_aligned_alloc(sizeof(float) * n * n), *b = bg_aligned_alloc(sizeof(float) * n * n);
     float *c = bg_aligned_alloc(sizeof(float) * n * n);
     for (long i = 0; i < (long)n * n; i++) a[i] = b[i] = (float)(i % 13) * 0.01f;
-    matmul_forward(c, a, b, n, n, n);  // warm-up: primitive creation, page faults
+    matmul_forward(kc, c, a, b, n, n, n);  // warm-up: primitive creation, page faults
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
         double t0 = bg_now();
-        matmul_forward(c, a, b, n, n, n);
+        matmul_forward(kc, c, a, b, n, n, n);
         double dt = bg_now() - t0;
         if (dt < best) best = dt;
     }
     free(a), free(b), free(c);
-    matmul_set_precision(MATMUL_FP32);
-    matmul_weights_changed();
+    kernel_ctx_free(kc);
     return 2.0 * n * n * (double)n / best / 1e9;
 }

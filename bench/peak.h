@@ -1,5 +1,7 @@
 #ifndef BG_BENCH_PEAK_H
 #define BG_BENCH_PEAK_H
+#include "core/dtype.h"
+
 // This machine's limits, measured in the same run as the benchmark they judge.
 // FMA loop: every thread runs independent chains of 512-bit FMAs (AVX-512), enough
 // of them to cover the FMA latency, so the loop runs at the core's FMA throughput.
@@ -10,7 +12,7 @@ const char *peak_fma_name(void);
 // The same with bf16 dot products (AVX512_BF16 vdpbf16ps: 2 products per fp32 lane);
 // 0 where the CPU or the compiler lacks them.
 double peak_bf16_gflops(int threads, double seconds);
-// A large square GEMM through the project's matmul (oneDNN) at the given precision
-// (kernels.h's matmul_precision), weights rounded once as in training.
-double peak_gemm_gflops(int n, int reps, int precision);
+// A large square GEMM through the project's matmul (oneDNN) at the given precision,
+// weights rounded once as in training.
+double peak_gemm_gflops(int n, int reps, bg_dtype precision);
 #endif

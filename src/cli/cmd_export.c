@@ -13,7 +13,7 @@ int cmd_export(int argc, char **argv) {
         {"checkpoint", ARG_STR, &checkpoint, 1, "checkpoint step directory, or a save directory (its latest)"},
         {"format", ARG_STR, &format, 0, "output format: hf (Mixtral for MoE, GPT-2 for dense; default hf)"},
         {"out", ARG_STR, &out, 1, "output directory (config.json, model.safetensors)"},
-        {"dtype", ARG_STR, &dtype_name, 0, "stored dtype: f32, bf16 or f16 (default f32)"},
+        {"dtype", ARG_STR, &dtype_name, 0, "stored dtype: f32 (fp32), bf16 or f16 (fp16); default f32"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
     if (args_help(specs, n, argc, argv, "export",
@@ -27,11 +27,8 @@ int cmd_export(int argc, char **argv) {
         fprintf(stderr, "bagualu: export: unknown --format \"%s\" (supported: hf)\n", format);
         return 2;
     }
-    st_dtype dtype = !strcmp(dtype_name, "f32")    ? ST_F32
-                     : !strcmp(dtype_name, "bf16") ? ST_BF16
-                     : !strcmp(dtype_name, "f16")  ? ST_F16
-                                                   : ST_DTYPE_NONE;
-    if (dtype == ST_DTYPE_NONE) {
+    bg_dtype dtype;
+    if (bg_dtype_parse(dtype_name, &dtype) != 0) {
         fprintf(stderr, "bagualu: export: unknown --dtype \"%s\" (f32, bf16 or f16)\n", dtype_name);
         return 2;
     }
@@ -43,6 +40,6 @@ int cmd_export(int argc, char **argv) {
     }
     printf("exported %s as %s: %d tensors, %zu parameters, %s, in %s\n", s.checkpoint,
            s.layout == HF_MIXTRAL ? "MixtralForCausalLM" : "GPT2LMHeadModel", s.tensors, s.params,
-           st_dtype_name(dtype), out);
+           st_dtype_name(st_dtype_from_bg(dtype)), out);
     return 0;
 }

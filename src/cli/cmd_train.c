@@ -1,7 +1,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
-#include "kernels/kernels.h"
+#include "core/dtype.h"
 #include "train/trainer.h"
 
 #include <signal.h>
@@ -75,12 +75,10 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     o.a2a_hierarchical = a2a && !strcmp(a2a, "hierarchical");
-    matmul_precision precision = MATMUL_FP32;
-    if (dtype && matmul_precision_parse(dtype, &precision) != 0) {
+    if (dtype && bg_dtype_parse(dtype, &o.dtype) != 0) {
         fprintf(stderr, "bagualu: train: --dtype must be fp32, bf16 or fp16, got \"%s\"\n", dtype);
         return 2;
     }
-    o.dtype = precision;
     int report = 1;
     int rc = trainer_run(&o, &report);
     if (rc != TRAIN_OK && report) fprintf(stderr, "bagualu: %s\n", bg_last_error());

@@ -6,7 +6,6 @@
 #include "cli/commands.h"
 #include "comm/dist.h"
 #include "core/error.h"
-#include "kernels/kernels.h"
 
 typedef struct {
     const char *name;
@@ -57,7 +56,6 @@ int main(int argc, char **argv) {
             int rc = verbs[i].run(argc - 2, argv + 2);
             // The verb printed the error; running out of memory exits 3 whatever the verb.
             if (rc != 0 && bg_last_error_is_out_of_memory()) rc = 3;
-            matmul_cache_clear();
             if (parallel) dist_finalize();
             return rc;
         }

@@ -37,6 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/dtype.h"
+
 #define ST_MAX_DIMS 8
 #define ST_MAX_HEADER_BYTES 100000000ull
 
@@ -53,6 +55,7 @@ typedef enum {
 const char *st_dtype_name(st_dtype d);           // "F32"; "?" for an invalid value
 st_dtype st_dtype_from_name(const char *name);   // ST_DTYPE_NONE if unknown
 size_t st_dtype_size(st_dtype d);                // bytes per element; 0 if invalid
+st_dtype st_dtype_from_bg(bg_dtype d);           // ST_F32, ST_BF16, ST_F16; NONE if invalid
 
 // (bf16/fp16 <-> fp32 conversions: core/half.h.)
 

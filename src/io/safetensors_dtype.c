@@ -25,6 +25,12 @@ const char *st_dtype_name(st_dtype d) {
 
 size_t st_dtype_size(st_dtype d) { return (unsigned)d < ST_DTYPE_COUNT ? st_dtypes[d].size : 0; }
 
+st_dtype st_dtype_from_bg(bg_dtype d) {
+    static const st_dtype of_bg[BG_DTYPE_COUNT] = {[BG_FP32] = ST_F32, [BG_BF16] = ST_BF16,
+                                                   [BG_FP16] = ST_F16};
+    return (unsigned)d < BG_DTYPE_COUNT ? of_bg[d] : ST_DTYPE_NONE;
+}
+
 st_dtype st_dtype_from_name(const char *name) {
     for (int d = 1; d < ST_DTYPE_COUNT; d++)
         if (strcmp(name, st_dtypes[d].name) == 0) return (st_dtype)d;

@@ -15,7 +15,7 @@
 // a small tile on the stack. Softmax statistics are then vectors over query rows (the
 // forward keeps Sᵀ, keys × queries), so the online softmax has no horizontal sums.
 //
-// Mixed precision (p = MATMUL_BF16, on CPUs with AVX512-BF16 and an even hs): the tile
+// Mixed precision (kc's precision BG_BF16, on CPUs with AVX512-BF16 and an even hs): the tile
 // products read their operands as bf16 pairs along the reduction dimension and add in
 // fp32 (vdpbf16ps: two multiply-adds per lane and instruction, twice the FMA rate), as
 // the GEMMs do under autocast; scores, softmax statistics, P and dS are computed in
@@ -184,9 +184,9 @@ static void fa_xtw(const fa_ops *o, float *Zt, fa_src s, int b, int h, int r0, i
 // rounded copies live in ws, and are made by fa_round_inputs inside the call's
 // parallel region.
 static void fa_ops_init(fa_ops *o, const float *qkv, const float *dout, int B, int T, int C,
-                        int NH, matmul_precision p, float *ws) {
+                        int NH, bg_dtype p, float *ws) {
     o->qkv = qkv, o->dout = dout, o->T = T, o->C = C, o->NH = NH, o->hs = C / NH;
-    o->bf16 = FA_HAVE_BF16 && p == MATMUL_BF16 && o->hs % 2 == 0;
+    o->bf16 = FA_HAVE_BF16 && p == BG_BF16 && o->hs % 2 == 0;
     const size_t rows = (size_t)B * (size_t)(T + 1);  // pairs of T rounded up, and T rows
     bf16x2 *w = (bf16x2 *)ws;
     o->qkv2 = w, w += rows * 3 * (size_t)C / 2;
@@ -282,13 +282,13 @@ static void fa_forward_block(float *out, float *lse, const fa_ops *o, int b, int
 }
 
 // qkv (B,T,3C), out (B,T,C) writes, lse (B,NH,T) writes
-void flash_attention_forward(float *out, float *lse, float *scratch, const float *qkv, int B,
-                             int T, int C, int NH, matmul_precision p) {
+void flash_attention_forward(const kernel_ctx *kc, float *out, float *lse, float *scratch,
+                             const float *qkv, int B, int T, int C, int NH) {
     BG_ASSERT(C % NH == 0 && C / NH <= FA_MAX_HS);
     const int nb = (T + FA_B - 1) / FA_B;
     const long BH = (long)B * NH;
     fa_ops o;
-    fa_ops_init(&o, qkv, NULL, B, T, C, NH, p, scratch);
+    fa_ops_init(&o, qkv, NULL, B, T, C, NH, kernel_ctx_precision(kc), scratch);
     #pragma omp parallel
     {
         fa_round_inputs(&o, B, 0);
@@ -445,15 +445,16 @@ size_t flash_attention_scratch_size(int B, int T, int C, int NH) {
 
 // dout (B,T,C), out (B,T,C) and lse (B,NH,T) from the forward; dqkv (B,T,3C) +=;
 // scratch (flash_attention_scratch_size floats) is workspace.
-void flash_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                              const float *out, const float *lse, int B, int T, int C, int NH,
-                              matmul_precision p) {
+void flash_attention_backward(const kernel_ctx *kc, float *dqkv, float *scratch,
+                              const float *dout, const float *qkv, const float *out,
+                              const float *lse, int B, int T, int C, int NH) {
     BG_ASSERT(C % NH == 0 && C / NH <= FA_MAX_HS);
     const int hs = C / NH, nb = (T + FA_B - 1) / FA_B;
     const long BH = (long)B * NH;
     float *delta = scratch, *dq_acc = scratch + (size_t)B * NH * T;
     fa_ops o;
-    fa_ops_init(&o, qkv, dout, B, T, C, NH, p, scratch + fa_backward_floats(B, T, C, NH));
+    fa_ops_init(&o, qkv, dout, B, T, C, NH, kernel_ctx_precision(kc),
+                scratch + fa_backward_floats(B, T, C, NH));
     // Per head, each thread gets ceil(BH/P) of B·NH equal tasks, 5 products per block
     // pair; in two passes about BH/P heads' worth of 7 products (the tasks are small
     // enough to balance). The per-head schedule wins when 5·ceil(BH/P) <= 7·BH/P.

@@ -13,41 +13,49 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/dtype.h"
+
+// ---- kernel context -------------------------------------------------------------
+// What the kernels keep between calls, passed to them as their first argument: the
+// GEMMs' operand precision, oneDNN's engine, streams and primitive cache, the rounded
+// weight copies and the operand buffers. Whoever runs kernels owns one (the model
+// does; tests and benchmarks make their own), so nothing of it is process-wide.
+//
+// Operand precision (mixed precision, as autocast): GEMM inputs are rounded to it,
+// products accumulate and outputs are stored in fp32.
+//   BG_FP32  fp32 throughout;
+//   BG_BF16  bf16 operands, oneDNN's bf16 GEMM (avx512_bf16 dot products where the CPU
+//            has them, a correct slower path where not);
+//   BG_FP16  IEEE fp16 operands: fp16's rounding and range (beyond 65504 is inf, which
+//            dynamic loss scaling watches for). oneDNN 2.6 has no fp16 GEMM on CPUs
+//            without AVX512-FP16, so the rounded operands go through the fp32 GEMM:
+//            fp16's numerics at fp32's speed.
+typedef struct kernel_ctx kernel_ctx;
+kernel_ctx *kernel_ctx_create(bg_dtype precision);
+void kernel_ctx_free(kernel_ctx *kc);  // NULL: nothing
+bg_dtype kernel_ctx_precision(const kernel_ctx *kc);
+// Applies to the calls that follow; the rounded weight copies of another precision are
+// remade on use.
+void kernel_ctx_set_precision(kernel_ctx *kc, bg_dtype precision);
+
 // ---- matmul (oneDNN) ----------------------------------------------------------
-// Operand precision of matmul_forward/backward (mixed precision, as autocast): inputs
-// are rounded to it, products accumulate and outputs are stored in fp32.
-//   MATMUL_FP32  fp32 throughout;
-//   MATMUL_BF16  bf16 operands, oneDNN's bf16 GEMM (avx512_bf16 dot products where
-//                the CPU has them, a correct slower path where not);
-//   MATMUL_FP16  IEEE fp16 operands: fp16's rounding and range (beyond 65504 is inf,
-//                which dynamic loss scaling watches for). oneDNN 2.6 has no fp16 GEMM
-//                on CPUs without AVX512-FP16, so the rounded operands go through the
-//                fp32 GEMM: fp16's numerics at fp32's speed.
-typedef enum { MATMUL_FP32 = 0, MATMUL_BF16 = 1, MATMUL_FP16 = 2 } matmul_precision;
-// Sets the precision of the matmul_forward/backward calls that follow (process-wide:
-// the model sets it at the start of each forward and backward). Default fp32.
-// "fp32", "bf16", "fp16": the names of --dtype, trainer.json and the benchmarks.
-const char *matmul_precision_name(matmul_precision p);
-// The precision with that name: 0, or -1 for an unknown name (*p untouched).
-int matmul_precision_parse(const char *name, matmul_precision *p);
-void matmul_set_precision(matmul_precision p);
-matmul_precision matmul_get_precision(void);
 // At reduced precision each weight (the `weight` argument) is rounded once and the
 // copy reused until this is called: call it whenever weights may have changed (the
 // model does at the start of every forward).
-void matmul_weights_changed(void);
+void matmul_weights_changed(kernel_ctx *kc);
 
-// inp (M,K), weight (N,K), out (M,N): out = inp · weightᵀ (writes).
+// inp (M,K), weight (N,K), out (M,N): out = inp · weightᵀ (writes), at kc's precision.
 // Primitives are cached by (K,N); M is a runtime dimension, so expert GEMMs whose
 // row count changes every step reuse one primitive. M == 0 does nothing.
 // Call from outside OpenMP parallel regions (asserted): oneDNN threads inside
 // with the shared pool, and the cache is not locked.
-void matmul_forward(float *out, const float *inp, const float *weight, int M, int K, int N);
+void matmul_forward(kernel_ctx *kc, float *out, const float *inp, const float *weight, int M,
+                    int K, int N);
 // dinp (M,K) += dout · weight; dweight (N,K) += doutᵀ · inp.
-void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp,
-                     const float *weight, int M, int K, int N);
-// GEMM inputs that a producer already wrote in the operand format of the precision
-// set ("rounded": bf16 bits (uint16_t) under bf16, floats holding fp16 values under
+void matmul_backward(kernel_ctx *kc, float *dinp, float *dweight, const float *dout,
+                     const float *inp, const float *weight, int M, int K, int N);
+// GEMM inputs that a producer already wrote in the operand format of kc's precision
+// ("rounded": bf16 bits (uint16_t) under bf16, floats holding fp16 values under
 // fp16, plain floats under fp32) skip the rounding pass the GEMM would otherwise make
 // over them: the fused LM head's dlogits (103 M values per M1 step), the FFN's
 // activation and the gradient of its pre-activation. An operand is either kind:
@@ -57,24 +65,27 @@ typedef struct {
 } matmul_operand;
 static inline matmul_operand matmul_floats(const float *x) { return (matmul_operand){x, 0}; }
 static inline matmul_operand matmul_rounded(const void *x) { return (matmul_operand){x, 1}; }
-// Bytes of n values in the operand format of the precision set.
-size_t matmul_operand_bytes(size_t n);
+// Bytes of n values in the operand format of kc's precision.
+size_t matmul_operand_bytes(const kernel_ctx *kc, size_t n);
 // out (M,N) = inp · weightᵀ (writes), inp (M,K) either kind.
-void matmul_forward_op(float *out, matmul_operand inp, const float *weight, int M, int K, int N);
+void matmul_forward_op(kernel_ctx *kc, float *out, matmul_operand inp, const float *weight, int M,
+                       int K, int N);
 // dinp (M,K) = dout · weight, written (MATMUL_WRITE: no zeroing pass, no read of the old
 // values) or added (MATMUL_ADD); dweight (N,K) += doutᵀ · inp. dout (M,N) and inp (M,K)
 // either kind; a float dout is rounded once for both products.
 typedef enum { MATMUL_WRITE = 0, MATMUL_ADD = 1 } matmul_store;
-void matmul_backward_op(float *dinp, matmul_store dinp_store, float *dweight, matmul_operand dout,
-                        matmul_operand inp, const float *weight, int M, int K, int N);
-// Room for n rounded values when the precision is bf16 (NULL otherwise), reused by the
+void matmul_backward_op(kernel_ctx *kc, float *dinp, matmul_store dinp_store, float *dweight,
+                        matmul_operand dout, matmul_operand inp, const float *weight, int M,
+                        int K, int N);
+// Room for n rounded values when kc's precision is bf16 (NULL otherwise), reused by the
 // next GEMM call: the fused LM head writes its bf16 dlogits there.
-void *matmul_bf16_dout_buffer(size_t n);
-// The same in fp32 whatever the precision set: the router, whose logits decide where
+void *matmul_bf16_dout_buffer(kernel_ctx *kc, size_t n);
+// The same in fp32 whatever kc's precision: the router, whose logits decide where
 // tokens go, stays in fp32.
-void matmul_forward_fp32(float *out, const float *inp, const float *weight, int M, int K, int N);
-void matmul_backward_fp32(float *dinp, float *dweight, const float *dout, const float *inp,
-                          const float *weight, int M, int K, int N);
+void matmul_forward_fp32(kernel_ctx *kc, float *out, const float *inp, const float *weight, int M,
+                         int K, int N);
+void matmul_backward_fp32(kernel_ctx *kc, float *dinp, float *dweight, const float *dout,
+                          const float *inp, const float *weight, int M, int K, int N);
 // Concurrent GEMMs: matmul_forward/backward may be called from the threads of a parallel
 // region (at most MATMUL_MAX_CONCURRENT threads), each call then running on its thread
 // alone. matmul_concurrent(tasks): whether `tasks` independent GEMM chains are better
@@ -83,15 +94,16 @@ void matmul_backward_fp32(float *dinp, float *dweight, const float *dout, const 
 // tasks per thread.
 enum { MATMUL_MAX_CONCURRENT = 64 };
 int matmul_concurrent(int tasks);
-// Releases cached primitives and operand buffers (end of program; keeps leak checkers quiet).
-void matmul_cache_clear(void);
-// Primitives created since the start (a steady-state step must create none).
-long matmul_primitives_created(void);
-// Per-shape timing of the GEMMs (benchmarks): on = 1 zeroes the counts and starts
+// Releases kc's cached primitives, operand buffers and oneDNN engine; kc stays usable
+// (they are remade on use).
+void matmul_cache_clear(kernel_ctx *kc);
+// Primitives kc created since it was made (a steady-state step must create none).
+long matmul_primitives_created(const kernel_ctx *kc);
+// Per-shape timing of kc's GEMMs (benchmarks): on = 1 zeroes the counts and starts
 // timing every call; print writes one line per (kind, type, K, N) with calls, time,
 // share and GFLOP/s.
-void matmul_profile(int on);
-void matmul_profile_print(FILE *f);
+void matmul_profile(kernel_ctx *kc, int on);
+void matmul_profile_print(const kernel_ctx *kc, FILE *f);
 
 // ---- mixed-precision operands -------------------------------------------------
 // out = bf16(in), rounded to nearest even (NaN stays NaN, overflow is inf).
@@ -101,7 +113,7 @@ void round_f32_to_f16(float *out, const float *in, size_t n);
 // out[i0 .. i0+n) = x[0 .. n) in the operand format of precision p (see matmul_operand),
 // on the calling thread: for producers that compute a block of values and store it
 // rounded, inside their own parallel loop.
-void operand_store(void *out, size_t i0, const float *x, size_t n, matmul_precision p);
+void operand_store(void *out, size_t i0, const float *x, size_t n, bg_dtype p);
 
 // ---- embeddings -------------------------------------------------------------
 // out (N,C) = wte[tokens[n]] + wpe[n % T] (wpe may be NULL: RoPE models). N = B*T.
@@ -130,11 +142,11 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
 // bits as computing in fp32 and rounding for the GEMM, without the pass that would do it.
 // Backward WRITES its dinp here (its only consumer is the next GEMM), and does not add.
 // GELU, tanh approximation (GPT-2's). inp (n) floats; out, dinp (n) rounded.
-void gelu_forward(void *out, matmul_precision p, const float *inp, size_t n);
-void gelu_backward(void *dinp, matmul_precision p, const float *dout, const float *inp, size_t n);
+void gelu_forward(void *out, bg_dtype p, const float *inp, size_t n);
+void gelu_backward(void *dinp, bg_dtype p, const float *dout, const float *inp, size_t n);
 // SwiGLU: inp (N,2F) holds [gate | up] per row; out (N,F) = silu(gate) * up.
-void swiglu_forward(void *out, matmul_precision p, const float *inp, int N, int F);
-void swiglu_backward(void *dinp, matmul_precision p, const float *dout, const float *inp, int N,
+void swiglu_forward(void *out, bg_dtype p, const float *inp, int N, int F);
+void swiglu_backward(void *dinp, bg_dtype p, const float *dout, const float *inp, int N,
                      int F);
 
 // ---- rotary position embedding ----------------------------------------------
@@ -166,16 +178,17 @@ void attention_decode_forward(float *out, float *scores, const float *q, const f
 // softmax, no T×T matrix anywhere. Caches only lse (B,NH,T), the log-sum-exp of each
 // query row's scaled scores. out (B,T,C) and lse write. hs = C/NH <= 256. scratch is
 // workspace the caller provides, of flash_attention_scratch_size floats (about 6·B·T·C).
-// p = MATMUL_BF16: the tile products take bf16 operands and add in fp32, as the GEMMs
-// (where the CPU has AVX512-BF16 and hs is even; fp32 otherwise); softmax in fp32.
-void flash_attention_forward(float *out, float *lse, float *scratch, const float *qkv, int B,
-                             int T, int C, int NH, matmul_precision p);
+// Under kc's precision BG_BF16 the tile products take bf16 operands and add in fp32, as
+// the GEMMs (where the CPU has AVX512-BF16 and hs is even; fp32 otherwise); softmax in
+// fp32.
+void flash_attention_forward(const kernel_ctx *kc, float *out, float *lse, float *scratch,
+                             const float *qkv, int B, int T, int C, int NH);
 // dqkv (B,T,3C) +=, recomputing the probabilities from qkv and lse tile by tile;
-// out is the forward's output; scratch and p as in the forward. Results do not depend
-// on the thread count.
-void flash_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                              const float *out, const float *lse, int B, int T, int C, int NH,
-                              matmul_precision p);
+// out is the forward's output; scratch and precision as in the forward. Results do not
+// depend on the thread count.
+void flash_attention_backward(const kernel_ctx *kc, float *dqkv, float *scratch,
+                              const float *dout, const float *qkv, const float *out,
+                              const float *lse, int B, int T, int C, int NH);
 size_t flash_attention_scratch_size(int B, int T, int C, int NH);
 
 // ---- loss -------------------------------------------------------------------
@@ -199,12 +212,13 @@ void crossentropy_backward(float *dlogits, const float *logits, const float *lse
 // under bf16/fp16 the rounded operands are the unnormalised exponentials and k·x
 // rather than the normalised gradient and x. Call from outside parallel regions.
 size_t lmhead_workspace_floats(int chunk_rows, int C, int V);
-void lmhead_xent_fused(float *losses, float *lse, float *dx, float *dW, const float *x,
-                       const float *W, const int *targets, float scale, int N, int C, int V,
-                       float *work, int chunk_rows);
+void lmhead_xent_fused(kernel_ctx *kc, float *losses, float *lse, float *dx, float *dW,
+                       const float *x, const float *W, const int *targets, float scale, int N,
+                       int C, int V, float *work, int chunk_rows);
 // The forward alone (evaluation): losses and lse (N) write; the same workspace.
-void lmhead_xent_forward(float *losses, float *lse, const float *x, const float *W,
-                         const int *targets, int N, int C, int V, float *work, int chunk_rows);
+void lmhead_xent_forward(kernel_ctx *kc, float *losses, float *lse, const float *x,
+                         const float *W, const int *targets, int N, int C, int V, float *work,
+                         int chunk_rows);
 
 // ---- elementwise ------------------------------------------------------------
 void residual_forward(float *out, const float *a, const float *b, size_t n);  // out = a + b

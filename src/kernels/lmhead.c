@@ -34,8 +34,8 @@ size_t lmhead_workspace_floats(int chunk_rows, int C, int V) {
 // exponentials are most of the time (perf: pipelining the next row's max sweep behind
 // them, with prefetches, changed nothing measurable).
 static void xent_rows(float *losses, float *lse, float *rowk, float *logits, uint16_t *dl16,
-                      matmul_precision p, const int *targets, float scale, int rows, int V) {
-    void *out = p == MATMUL_BF16 ? (void *)dl16 : (void *)logits;
+                      bg_dtype p, const int *targets, float scale, int rows, int V) {
+    void *out = p == BG_BF16 ? (void *)dl16 : (void *)logits;
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < rows; n++) {
         const size_t row0 = (size_t)n * V;
@@ -47,7 +47,7 @@ static void xent_rows(float *losses, float *lse, float *rowk, float *logits, uin
         double sum = 0.0;
         for (int v0 = 0; v0 < V; v0 += XENT_CHUNK) {
             const int m = V - v0 < XENT_CHUNK ? V - v0 : XENT_CHUNK;
-            if (p == MATMUL_BF16) {
+            if (p == BG_BF16) {
                 sum += bg_exp_shifted_sum_bf16(dl16 + row0 + v0, x + v0, maxv, m);
                 continue;
             }
@@ -84,38 +84,39 @@ static void scale_rows(float *y, const float *k, const float *x, int rows, int C
 
 // x (N,C), W (V,C), targets (N); losses, lse (N) write; dx (N,C) +=, dW (V,C) +=
 // (either may be NULL); work (lmhead_workspace_floats) workspace.
-void lmhead_xent_fused(float *losses, float *lse, float *dx, float *dW, const float *x,
-                       const float *W, const int *targets, float scale, int N, int C, int V,
-                       float *work, int chunk_rows) {
+void lmhead_xent_fused(kernel_ctx *kc, float *losses, float *lse, float *dx, float *dW,
+                       const float *x, const float *W, const int *targets, float scale, int N,
+                       int C, int V, float *work, int chunk_rows) {
     BG_ASSERT(chunk_rows > 0);
-    const matmul_precision p = matmul_get_precision();
+    const bg_dtype p = kernel_ctx_precision(kc);
     float *logits = work, *prod = logits + (size_t)chunk_rows * V;
     float *xk = prod + (size_t)chunk_rows * C, *rowk = xk + (size_t)chunk_rows * C;
     for (int n0 = 0; n0 < N; n0 += chunk_rows) {
         const int rows = N - n0 < chunk_rows ? N - n0 : chunk_rows;
         const float *xc = x + (size_t)n0 * C;
-        matmul_forward(logits, xc, W, rows, C, V);
-        uint16_t *dl16 = matmul_bf16_dout_buffer((size_t)rows * V);  // NULL unless bf16
+        matmul_forward(kc, logits, xc, W, rows, C, V);
+        uint16_t *dl16 = matmul_bf16_dout_buffer(kc, (size_t)rows * V);  // NULL unless bf16
         xent_rows(losses + n0, lse + n0, rowk, logits, dl16, p, targets + n0, scale, rows, V);
         const matmul_operand E = matmul_rounded(dl16 ? (const void *)dl16 : logits);
         if (dx) {
-            matmul_backward_op(prod, MATMUL_WRITE, NULL, E, matmul_floats(xc), W, rows, C, V);
+            matmul_backward_op(kc, prod, MATMUL_WRITE, NULL, E, matmul_floats(xc), W, rows, C, V);
             scale_rows(dx + (size_t)n0 * C, rowk, prod, rows, C, 1);
         }
         if (dW) {
             scale_rows(xk, rowk, xc, rows, C, 0);
-            matmul_backward_op(NULL, MATMUL_ADD, dW, E, matmul_floats(xk), W, rows, C, V);
+            matmul_backward_op(kc, NULL, MATMUL_ADD, dW, E, matmul_floats(xk), W, rows, C, V);
         }
     }
 }
 
 // The forward alone (evaluation): losses and lse (N) write.
-void lmhead_xent_forward(float *losses, float *lse, const float *x, const float *W,
-                         const int *targets, int N, int C, int V, float *work, int chunk_rows) {
+void lmhead_xent_forward(kernel_ctx *kc, float *losses, float *lse, const float *x,
+                         const float *W, const int *targets, int N, int C, int V, float *work,
+                         int chunk_rows) {
     BG_ASSERT(chunk_rows > 0);
     for (int n0 = 0; n0 < N; n0 += chunk_rows) {
         const int rows = N - n0 < chunk_rows ? N - n0 : chunk_rows;
-        matmul_forward(work, x + (size_t)n0 * C, W, rows, C, V);
+        matmul_forward(kc, work, x + (size_t)n0 * C, W, rows, C, V);
         crossentropy_forward(losses + n0, lse + n0, work, targets + n0, rows, V);
     }
 }

@@ -23,7 +23,10 @@
 // (matmul_concurrent). Everything a call binds (memory objects, stream, rounded
 // operands) is per thread; the shared tables change under one lock.
 //
-// Mixed precision (matmul_set_precision): operands are rounded into buffers kept
+// All of it lives in a kernel_ctx (kernels.h), defined here: the caches are the
+// GEMMs', and the other kernels read only its precision.
+//
+// Mixed precision (the context's precision): operands are rounded into buffers kept
 // between calls (never allocated in the steady state), the output stays fp32. A weight
 // is rounded once per pass, not once per GEMM that reads it: the forward, the backward
 // and every chunk of the fused LM head share its copy until matmul_weights_changed.
@@ -52,7 +55,7 @@
 
 enum gemm_kind { GEMM_FWD, GEMM_BWD_DATA, GEMM_BWD_WEIGHTS, GEMM_BWD_DATA_SET };
 
-// A model has a handful of (K,N) per kind; room for several models at once.
+// A model has a handful of (K,N) per kind; room to spare (a context may serve more).
 enum { GEMM_CACHE_SIZE = 64 };
 // Threads that may call at once (matmul_concurrent).
 enum { GEMM_MAX_THREADS = MATMUL_MAX_CONCURRENT };
@@ -76,11 +79,50 @@ typedef struct {
     double seconds, flops;
 } gemm_entry;
 
-static gemm_entry g_cache[GEMM_CACHE_SIZE];
-static int g_profiling;
-static uint64_t g_clock;
-static dnnl_engine_t g_engine;
-static dnnl_stream_t g_streams[GEMM_MAX_THREADS];
+// A grow-only buffer; contents need not survive growth.
+typedef struct {
+    void *data;
+    size_t bytes;
+} grow_buf;
+
+// Activations: one buffer per operand role of a call.
+enum { OPERAND_A, OPERAND_B, OPERAND_COUNT };
+
+// Weights: rounded copies by source address, valid until matmul_weights_changed.
+typedef struct {
+    const float *src;
+    size_t n;
+    bg_dtype p;
+    int valid;
+    grow_buf buf;
+} weight_copy;
+
+struct kernel_ctx {
+    bg_dtype precision;
+    dnnl_engine_t engine;
+    dnnl_stream_t streams[GEMM_MAX_THREADS];
+    gemm_entry cache[GEMM_CACHE_SIZE];
+    uint64_t clock;
+    long primitives_created;
+    int profiling;
+    grow_buf operands[GEMM_MAX_THREADS][OPERAND_COUNT];
+    weight_copy *weights;
+    int n_weights, cap_weights;
+};
+
+kernel_ctx *kernel_ctx_create(bg_dtype precision) {
+    BG_ASSERT((unsigned)precision < BG_DTYPE_COUNT);
+    kernel_ctx *kc = bg_calloc(1, sizeof *kc);
+    kc->precision = precision;
+    return kc;
+}
+
+bg_dtype kernel_ctx_precision(const kernel_ctx *kc) { return kc->precision; }
+
+void kernel_ctx_set_precision(kernel_ctx *kc, bg_dtype precision) {
+    BG_ASSERT((unsigned)precision < BG_DTYPE_COUNT);
+    kc->precision = precision;
+}
 
 // The calling thread's slot: its number in a parallel region, else 0.
 static int gemm_thread(void) {
@@ -130,18 +172,18 @@ static gemm_layout gemm_layout_of(int kind, int64_t M, int64_t K, int64_t N) {
 }
 
 // Under the lock.
-static dnnl_stream_t gemm_stream(int t) {
-    if (!g_engine) DNNL_CHECK(dnnl_engine_create(&g_engine, dnnl_cpu, 0));
-    if (!g_streams[t]) DNNL_CHECK(dnnl_stream_create(&g_streams[t], g_engine, dnnl_stream_default_flags));
-    return g_streams[t];
+static dnnl_stream_t gemm_stream(kernel_ctx *kc, int t) {
+    if (!kc->engine) DNNL_CHECK(dnnl_engine_create(&kc->engine, dnnl_cpu, 0));
+    if (!kc->streams[t])
+        DNNL_CHECK(dnnl_stream_create(&kc->streams[t], kc->engine, dnnl_stream_default_flags));
+    return kc->streams[t];
 }
 
-static long g_primitives_created;
+long matmul_primitives_created(const kernel_ctx *kc) { return kc->primitives_created; }
 
-long matmul_primitives_created(void) { return g_primitives_created; }
-
-static dnnl_primitive_t gemm_primitive_create(int kind, dnnl_data_type_t dt, int K, int N) {
-    g_primitives_created++;
+static dnnl_primitive_t gemm_primitive_create(kernel_ctx *kc, int kind, dnnl_data_type_t dt, int K,
+                                              int N) {
+    kc->primitives_created++;
     gemm_layout l = gemm_layout_of(kind, DNNL_RUNTIME_DIM_VAL, K, N);
     dnnl_memory_desc_t a_md, b_md, c_md;
     DNNL_CHECK(dnnl_memory_desc_init_by_strides(&a_md, 2, l.a_dims, dt, l.a_strides));
@@ -159,7 +201,7 @@ static dnnl_primitive_t gemm_primitive_create(int kind, dnnl_data_type_t dt, int
         DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, ops));
     }
     dnnl_primitive_desc_t pd;
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &desc, attr, g_engine, NULL));
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &desc, attr, kc->engine, NULL));
     dnnl_primitive_t prim;
     DNNL_CHECK(dnnl_primitive_create(&prim, pd));
     DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
@@ -182,7 +224,7 @@ static void gemm_entry_free(gemm_entry *e) {
     memset(e, 0, sizeof *e);
 }
 
-static gemm_binding *gemm_entry_bind_memory(gemm_entry *e, int t, int64_t M) {
+static gemm_binding *gemm_entry_bind_memory(const kernel_ctx *kc, gemm_entry *e, int t, int64_t M) {
     gemm_binding *g = &e->bind[t];
     if (g->mem_M == M) return g;
     gemm_binding_free(g);
@@ -191,19 +233,19 @@ static gemm_binding *gemm_entry_bind_memory(gemm_entry *e, int t, int64_t M) {
     DNNL_CHECK(dnnl_memory_desc_init_by_strides(&a_md, 2, l.a_dims, e->dt, l.a_strides));
     DNNL_CHECK(dnnl_memory_desc_init_by_strides(&b_md, 2, l.b_dims, e->dt, l.b_strides));
     DNNL_CHECK(dnnl_memory_desc_init_by_strides(&c_md, 2, l.c_dims, dnnl_f32, l.c_strides));
-    DNNL_CHECK(dnnl_memory_create(&g->a, &a_md, g_engine, DNNL_MEMORY_NONE));
-    DNNL_CHECK(dnnl_memory_create(&g->b, &b_md, g_engine, DNNL_MEMORY_NONE));
-    DNNL_CHECK(dnnl_memory_create(&g->c, &c_md, g_engine, DNNL_MEMORY_NONE));
+    DNNL_CHECK(dnnl_memory_create(&g->a, &a_md, kc->engine, DNNL_MEMORY_NONE));
+    DNNL_CHECK(dnnl_memory_create(&g->b, &b_md, kc->engine, DNNL_MEMORY_NONE));
+    DNNL_CHECK(dnnl_memory_create(&g->c, &c_md, kc->engine, DNNL_MEMORY_NONE));
     g->mem_M = M;
     return g;
 }
 
 // Finds or makes the primitive for this shape, under the lock. Linear scan: the table
 // is small and the scan is nothing next to the GEMM.
-static gemm_entry *gemm_lookup(int kind, dnnl_data_type_t dt, int K, int N) {
+static gemm_entry *gemm_lookup(kernel_ctx *kc, int kind, dnnl_data_type_t dt, int K, int N) {
     gemm_entry *free_slot = NULL, *oldest = NULL;
     for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
-        gemm_entry *e = &g_cache[i];
+        gemm_entry *e = &kc->cache[i];
         if (!e->used) {
             if (!free_slot) free_slot = e;
             continue;
@@ -218,13 +260,13 @@ static gemm_entry *gemm_lookup(int kind, dnnl_data_type_t dt, int K, int N) {
     if (!free_slot) gemm_entry_free(e);
     e->used = 1;
     e->kind = kind, e->dt = dt, e->K = K, e->N = N;
-    e->prim = gemm_primitive_create(kind, dt, K, N);
+    e->prim = gemm_primitive_create(kc, kind, dt, K, N);
     for (int t = 0; t < GEMM_MAX_THREADS; t++) e->bind[t] = (gemm_binding){NULL, NULL, NULL, -1};
     return e;
 }
 
-static void gemm_run(int kind, dnnl_data_type_t dt, float *c, const void *a, const void *b,
-                     int M, int K, int N) {
+static void gemm_run(kernel_ctx *kc, int kind, dnnl_data_type_t dt, float *c, const void *a,
+                     const void *b, int M, int K, int N) {
     // From the main thread oneDNN parallelises inside with the shared OpenMP pool;
     // from a thread of a parallel region it runs on that thread alone.
     BG_ASSERT(M >= 0 && K > 0 && N > 0);
@@ -234,20 +276,20 @@ static void gemm_run(int kind, dnnl_data_type_t dt, float *c, const void *a, con
     gemm_binding *g;
     #pragma omp critical(bg_matmul)
     {
-        stream = gemm_stream(t);
-        e = gemm_lookup(kind, dt, K, N);
-        e->last_use = ++g_clock;
-        g = gemm_entry_bind_memory(e, t, M);
+        stream = gemm_stream(kc, t);
+        e = gemm_lookup(kc, kind, dt, K, N);
+        e->last_use = ++kc->clock;
+        g = gemm_entry_bind_memory(kc, e, t, M);
     }
     DNNL_CHECK(dnnl_memory_set_data_handle(g->a, (void *)a));
     DNNL_CHECK(dnnl_memory_set_data_handle(g->b, (void *)b));
     DNNL_CHECK(dnnl_memory_set_data_handle(g->c, c));
     dnnl_exec_arg_t args[3] = {
         {DNNL_ARG_SRC, g->a}, {DNNL_ARG_WEIGHTS, g->b}, {DNNL_ARG_DST, g->c}};
-    double t0 = g_profiling ? bg_now() : 0;
+    double t0 = kc->profiling ? bg_now() : 0;
     DNNL_CHECK(dnnl_primitive_execute(e->prim, stream, 3, args));
     DNNL_CHECK(dnnl_stream_wait(stream));
-    if (g_profiling) {
+    if (kc->profiling) {
         const double dt_s = bg_now() - t0, fl = 2.0 * M * K * N;
         #pragma omp critical(bg_matmul)
         {
@@ -258,19 +300,20 @@ static void gemm_run(int kind, dnnl_data_type_t dt, float *c, const void *a, con
     }
 }
 
-void matmul_profile(int on) {
-    g_profiling = on;
-    for (int i = 0; i < GEMM_CACHE_SIZE; i++) g_cache[i].calls = 0, g_cache[i].seconds = g_cache[i].flops = 0;
+void matmul_profile(kernel_ctx *kc, int on) {
+    kc->profiling = on;
+    for (int i = 0; i < GEMM_CACHE_SIZE; i++)
+        kc->cache[i].calls = 0, kc->cache[i].seconds = kc->cache[i].flops = 0;
 }
 
-void matmul_profile_print(FILE *f) {
+void matmul_profile_print(const kernel_ctx *kc, FILE *f) {
     static const char *kinds[] = {"fwd", "bwd-data+", "bwd-weights", "bwd-data="};
     double total = 0;
-    for (int i = 0; i < GEMM_CACHE_SIZE; i++) total += g_cache[i].seconds;
+    for (int i = 0; i < GEMM_CACHE_SIZE; i++) total += kc->cache[i].seconds;
     fprintf(f, "  %-11s %-5s %6s %6s %7s %10s %7s %9s\n", "GEMM", "type", "K", "N", "calls", "ms", "share",
             "GFLOP/s");
     for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
-        const gemm_entry *e = &g_cache[i];
+        const gemm_entry *e = &kc->cache[i];
         if (!e->used || !e->calls) continue;
         fprintf(f, "  %-11s %-5s %6d %6d %7ld %10.1f %6.1f%% %9.1f\n", kinds[e->kind],
                 e->dt == dnnl_bf16 ? "bf16" : "f32", e->K, e->N, e->calls, e->seconds * 1e3,
@@ -280,46 +323,22 @@ void matmul_profile_print(FILE *f) {
 
 // ---- operands at reduced precision --------------------------------------------
 
-static matmul_precision g_precision = MATMUL_FP32;
-
-static const char *const precision_names[] = {"fp32", "bf16", "fp16"};  // enum order
-
-const char *matmul_precision_name(matmul_precision p) {
-    return (unsigned)p < 3 ? precision_names[p] : "?";
+static dnnl_data_type_t operand_type(bg_dtype p) {
+    return p == BG_BF16 ? dnnl_bf16 : dnnl_f32;  // fp16 operands are held in f32
 }
 
-int matmul_precision_parse(const char *name, matmul_precision *p) {
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(name, precision_names[i])) {
-            *p = (matmul_precision)i;
-            return 0;
-        }
-    return -1;
+static size_t operand_bytes(bg_dtype p, size_t n) {
+    return n * (p == BG_BF16 ? sizeof(uint16_t) : sizeof(float));
 }
 
-void matmul_set_precision(matmul_precision p) { g_precision = p; }
-matmul_precision matmul_get_precision(void) { return g_precision; }
-
-static dnnl_data_type_t operand_type(matmul_precision p) {
-    return p == MATMUL_BF16 ? dnnl_bf16 : dnnl_f32;  // fp16 operands are held in f32
+size_t matmul_operand_bytes(const kernel_ctx *kc, size_t n) {
+    return operand_bytes(kc->precision, n);
 }
 
-static size_t operand_bytes(matmul_precision p, size_t n) {
-    return n * (p == MATMUL_BF16 ? sizeof(uint16_t) : sizeof(float));
-}
-
-size_t matmul_operand_bytes(size_t n) { return operand_bytes(g_precision, n); }
-
-static void operand_round(matmul_precision p, void *out, const float *in, size_t n) {
-    if (p == MATMUL_BF16) cast_f32_to_bf16(out, in, n);
+static void operand_round(bg_dtype p, void *out, const float *in, size_t n) {
+    if (p == BG_BF16) cast_f32_to_bf16(out, in, n);
     else round_f32_to_f16(out, in, n);
 }
-
-// A grow-only buffer; contents need not survive growth.
-typedef struct {
-    void *data;
-    size_t bytes;
-} grow_buf;
 
 static void *grow_buf_get(grow_buf *g, size_t bytes) {
     if (bytes > g->bytes) {
@@ -330,145 +349,148 @@ static void *grow_buf_get(grow_buf *g, size_t bytes) {
     return g->data;
 }
 
-// Activations: one buffer per operand role of a call.
-enum { OPERAND_A, OPERAND_B, OPERAND_COUNT };
-static grow_buf g_operands[GEMM_MAX_THREADS][OPERAND_COUNT];
-
-static const void *activation_operand(int slot, const float *x, size_t n) {
-    if (g_precision == MATMUL_FP32) return x;
-    void *buf = grow_buf_get(&g_operands[gemm_thread()][slot], operand_bytes(g_precision, n));
-    operand_round(g_precision, buf, x, n);
+static const void *activation_operand(kernel_ctx *kc, bg_dtype p, int slot, const float *x,
+                                      size_t n) {
+    if (p == BG_FP32) return x;
+    void *buf = grow_buf_get(&kc->operands[gemm_thread()][slot], operand_bytes(p, n));
+    operand_round(p, buf, x, n);
     return buf;
 }
 
-static const void *operand_data(int slot, matmul_operand x, size_t n) {
-    return x.rounded ? x.data : activation_operand(slot, x.data, n);
+static const void *operand_data(kernel_ctx *kc, bg_dtype p, int slot, matmul_operand x,
+                                size_t n) {
+    return x.rounded ? x.data : activation_operand(kc, p, slot, x.data, n);
 }
 
-// Weights: rounded copies by source address, valid until matmul_weights_changed. A
-// model has a few hundred weight tensors at most; the scan is nothing next to a GEMM.
-typedef struct {
-    const float *src;
-    size_t n;
-    matmul_precision p;
-    int valid;
-    grow_buf buf;
-} weight_copy;
-
-static weight_copy *g_weights;
-static int g_n_weights, g_cap_weights;
-
-void matmul_weights_changed(void) {
-    for (int i = 0; i < g_n_weights; i++) g_weights[i].valid = 0;
+// A model has a few hundred weight tensors at most; the scan is nothing next to a GEMM.
+void matmul_weights_changed(kernel_ctx *kc) {
+    for (int i = 0; i < kc->n_weights; i++) kc->weights[i].valid = 0;
 }
 
 // Under the lock: concurrent callers round different weights, or wait for the first
 // to round a shared one.
-static const void *weight_operand_locked(const float *w, size_t n) {
+static const void *weight_operand_locked(kernel_ctx *kc, bg_dtype p, const float *w, size_t n) {
     weight_copy *wc = NULL;
-    for (int i = 0; i < g_n_weights && !wc; i++)
-        if (g_weights[i].src == w) wc = &g_weights[i];
+    for (int i = 0; i < kc->n_weights && !wc; i++)
+        if (kc->weights[i].src == w) wc = &kc->weights[i];
     if (!wc) {
-        if (g_n_weights == g_cap_weights) {
-            g_cap_weights = g_cap_weights ? 2 * g_cap_weights : 64;
-            g_weights = bg_realloc(g_weights, sizeof *g_weights * g_cap_weights);
+        if (kc->n_weights == kc->cap_weights) {
+            kc->cap_weights = kc->cap_weights ? 2 * kc->cap_weights : 64;
+            kc->weights = bg_realloc(kc->weights, sizeof *kc->weights * kc->cap_weights);
         }
-        wc = &g_weights[g_n_weights++];
+        wc = &kc->weights[kc->n_weights++];
         memset(wc, 0, sizeof *wc);
         wc->src = w;
     }
-    if (!wc->valid || wc->n != n || wc->p != g_precision) {
-        void *buf = grow_buf_get(&wc->buf, operand_bytes(g_precision, n));
-        operand_round(g_precision, buf, w, n);
-        wc->n = n, wc->p = g_precision, wc->valid = 1;
+    if (!wc->valid || wc->n != n || wc->p != p) {
+        void *buf = grow_buf_get(&wc->buf, operand_bytes(p, n));
+        operand_round(p, buf, w, n);
+        wc->n = n, wc->p = p, wc->valid = 1;
     }
     return wc->buf.data;
 }
 
-static const void *weight_operand(const float *w, size_t n) {
-    if (g_precision == MATMUL_FP32) return w;
+static const void *weight_operand(kernel_ctx *kc, bg_dtype p, const float *w, size_t n) {
+    if (p == BG_FP32) return w;
     const void *r;
     #pragma omp critical(bg_matmul)
-    r = weight_operand_locked(w, n);
+    r = weight_operand_locked(kc, p, w, n);
     return r;
 }
 
 // ---- the three GEMMs ------------------------------------------------------------
+// At precision p: kc's for the public calls, fp32 for the router's.
 
-void matmul_forward_op(float *out, matmul_operand inp, const float *weight, int M, int K, int N) {
+static void forward_op(kernel_ctx *kc, bg_dtype p, float *out, matmul_operand inp,
+                       const float *weight, int M, int K, int N) {
     if (M == 0 || N == 0) return;
     if (K == 0) {  // an empty sum; oneDNN rejects zero-sized reductions
         memset(out, 0, (size_t)M * N * sizeof *out);
         return;
     }
-    const void *a = operand_data(OPERAND_A, inp, (size_t)M * K);
-    const void *b = weight_operand(weight, (size_t)N * K);
-    gemm_run(GEMM_FWD, operand_type(g_precision), out, a, b, M, K, N);
+    const void *a = operand_data(kc, p, OPERAND_A, inp, (size_t)M * K);
+    const void *b = weight_operand(kc, p, weight, (size_t)N * K);
+    gemm_run(kc, GEMM_FWD, operand_type(p), out, a, b, M, K, N);
 }
 
-// inp (M,K), weight (N,K), out (M,N)
-void matmul_forward(float *out, const float *inp, const float *weight, int M, int K, int N) {
-    matmul_forward_op(out, matmul_floats(inp), weight, M, K, N);
-}
-
-void matmul_backward_op(float *dinp, matmul_store dinp_store, float *dweight, matmul_operand dout,
-                        matmul_operand inp, const float *weight, int M, int K, int N) {
+static void backward_op(kernel_ctx *kc, bg_dtype p, float *dinp, matmul_store dinp_store,
+                        float *dweight, matmul_operand dout, matmul_operand inp,
+                        const float *weight, int M, int K, int N) {
     if (M == 0 || K == 0) return;  // dinp and dweight are empty, or dweight gains nothing
     if (N == 0) {                  // an empty sum; oneDNN rejects zero-sized reductions
         if (dinp && dinp_store == MATMUL_WRITE) memset(dinp, 0, (size_t)M * K * sizeof *dinp);
         return;
     }
-    dnnl_data_type_t dt = operand_type(g_precision);
-    const void *d = operand_data(OPERAND_A, dout, (size_t)M * N);  // rounded once for both
+    dnnl_data_type_t dt = operand_type(p);
+    const void *d = operand_data(kc, p, OPERAND_A, dout, (size_t)M * N);  // rounded once for both
     if (dinp)
-        gemm_run(dinp_store == MATMUL_WRITE ? GEMM_BWD_DATA_SET : GEMM_BWD_DATA, dt, dinp, d,
-                 weight_operand(weight, (size_t)N * K), M, K, N);
+        gemm_run(kc, dinp_store == MATMUL_WRITE ? GEMM_BWD_DATA_SET : GEMM_BWD_DATA, dt, dinp, d,
+                 weight_operand(kc, p, weight, (size_t)N * K), M, K, N);
     if (dweight)
-        gemm_run(GEMM_BWD_WEIGHTS, dt, dweight, d, operand_data(OPERAND_B, inp, (size_t)M * K), M,
-                 K, N);
+        gemm_run(kc, GEMM_BWD_WEIGHTS, dt, dweight, d,
+                 operand_data(kc, p, OPERAND_B, inp, (size_t)M * K), M, K, N);
+}
+
+void matmul_forward_op(kernel_ctx *kc, float *out, matmul_operand inp, const float *weight, int M,
+                       int K, int N) {
+    forward_op(kc, kc->precision, out, inp, weight, M, K, N);
+}
+
+// inp (M,K), weight (N,K), out (M,N)
+void matmul_forward(kernel_ctx *kc, float *out, const float *inp, const float *weight, int M,
+                    int K, int N) {
+    forward_op(kc, kc->precision, out, matmul_floats(inp), weight, M, K, N);
+}
+
+void matmul_backward_op(kernel_ctx *kc, float *dinp, matmul_store dinp_store, float *dweight,
+                        matmul_operand dout, matmul_operand inp, const float *weight, int M,
+                        int K, int N) {
+    backward_op(kc, kc->precision, dinp, dinp_store, dweight, dout, inp, weight, M, K, N);
 }
 
 // dout (M,N); dinp (M,K) += dout · weight; dweight (N,K) += doutᵀ · inp
-void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp,
-                     const float *weight, int M, int K, int N) {
-    matmul_backward_op(dinp, MATMUL_ADD, dweight, matmul_floats(dout), matmul_floats(inp), weight,
-                       M, K, N);
+void matmul_backward(kernel_ctx *kc, float *dinp, float *dweight, const float *dout,
+                     const float *inp, const float *weight, int M, int K, int N) {
+    backward_op(kc, kc->precision, dinp, MATMUL_ADD, dweight, matmul_floats(dout),
+                matmul_floats(inp), weight, M, K, N);
 }
 
-void *matmul_bf16_dout_buffer(size_t n) {
-    if (g_precision != MATMUL_BF16) return NULL;
-    return grow_buf_get(&g_operands[gemm_thread()][OPERAND_A], operand_bytes(MATMUL_BF16, n));
+void *matmul_bf16_dout_buffer(kernel_ctx *kc, size_t n) {
+    if (kc->precision != BG_BF16) return NULL;
+    return grow_buf_get(&kc->operands[gemm_thread()][OPERAND_A], operand_bytes(BG_BF16, n));
 }
 
-void matmul_forward_fp32(float *out, const float *inp, const float *weight, int M, int K, int N) {
-    matmul_precision p = g_precision;
-    g_precision = MATMUL_FP32;
-    matmul_forward(out, inp, weight, M, K, N);
-    g_precision = p;
+void matmul_forward_fp32(kernel_ctx *kc, float *out, const float *inp, const float *weight, int M,
+                         int K, int N) {
+    forward_op(kc, BG_FP32, out, matmul_floats(inp), weight, M, K, N);
 }
 
-void matmul_backward_fp32(float *dinp, float *dweight, const float *dout, const float *inp,
-                          const float *weight, int M, int K, int N) {
-    matmul_precision p = g_precision;
-    g_precision = MATMUL_FP32;
-    matmul_backward(dinp, dweight, dout, inp, weight, M, K, N);
-    g_precision = p;
+void matmul_backward_fp32(kernel_ctx *kc, float *dinp, float *dweight, const float *dout,
+                          const float *inp, const float *weight, int M, int K, int N) {
+    backward_op(kc, BG_FP32, dinp, MATMUL_ADD, dweight, matmul_floats(dout), matmul_floats(inp),
+                weight, M, K, N);
 }
 
-void matmul_cache_clear(void) {
+void matmul_cache_clear(kernel_ctx *kc) {
     for (int i = 0; i < GEMM_CACHE_SIZE; i++)
-        if (g_cache[i].used) gemm_entry_free(&g_cache[i]);
+        if (kc->cache[i].used) gemm_entry_free(&kc->cache[i]);
     for (int t = 0; t < GEMM_MAX_THREADS; t++)
-        for (int i = 0; i < OPERAND_COUNT; i++) free(g_operands[t][i].data);
-    memset(g_operands, 0, sizeof g_operands);
-    for (int i = 0; i < g_n_weights; i++) free(g_weights[i].buf.data);
-    free(g_weights);
-    g_weights = NULL;
-    g_n_weights = g_cap_weights = 0;
+        for (int i = 0; i < OPERAND_COUNT; i++) free(kc->operands[t][i].data);
+    memset(kc->operands, 0, sizeof kc->operands);
+    for (int i = 0; i < kc->n_weights; i++) free(kc->weights[i].buf.data);
+    free(kc->weights);
+    kc->weights = NULL;
+    kc->n_weights = kc->cap_weights = 0;
     for (int t = 0; t < GEMM_MAX_THREADS; t++)
-        if (g_streams[t]) DNNL_CHECK(dnnl_stream_destroy(g_streams[t]));
-    memset(g_streams, 0, sizeof g_streams);
-    if (g_engine) DNNL_CHECK(dnnl_engine_destroy(g_engine));
-    g_engine = NULL;
-    g_clock = 0;
+        if (kc->streams[t]) DNNL_CHECK(dnnl_stream_destroy(kc->streams[t]));
+    memset(kc->streams, 0, sizeof kc->streams);
+    if (kc->engine) DNNL_CHECK(dnnl_engine_destroy(kc->engine));
+    kc->engine = NULL;
+    kc->clock = 0;
+}
+
+void kernel_ctx_free(kernel_ctx *kc) {
+    if (!kc) return;
+    matmul_cache_clear(kc);
+    free(kc);
 }

@@ -27,12 +27,12 @@ void round_f32_to_f16(float *out, const float *in, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = bg_round_f16(in[i]);
 }
 
-void operand_store(void *out, size_t i0, const float *x, size_t n, matmul_precision p) {
-    if (p == MATMUL_BF16) {
+void operand_store(void *out, size_t i0, const float *x, size_t n, bg_dtype p) {
+    if (p == BG_BF16) {
         uint16_t *o = (uint16_t *)out + i0;
         #pragma omp simd
         for (size_t i = 0; i < n; i++) o[i] = bg_f32_to_bf16(x[i]);
-    } else if (p == MATMUL_FP16) {
+    } else if (p == BG_FP16) {
         float *o = (float *)out + i0;
         #pragma omp simd
         for (size_t i = 0; i < n; i++) o[i] = bg_round_f16(x[i]);

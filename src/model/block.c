@@ -16,57 +16,57 @@ void block_norm_backward(const model_config *c, float *dinp, float *dw, float *d
     else layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, c->hidden_size);
 }
 
-void block_attention_forward(layer_acts *la, const layer_params *lp, const model_config *c,
+void block_attention_forward(kernel_ctx *kc, layer_acts *la, const layer_params *lp, const model_config *c,
                              const block_attention_core *core, int layer, const float *rope_cos,
                              const float *rope_sin, int B, int T) {
     const int N = B * T, C = c->hidden_size, NH = c->num_attention_heads;
     block_norm_forward(c, la->ln1, la->ln1_mean, la->ln1_rstd, la->x, lp->ln1_w, lp->ln1_b, N);
-    matmul_forward(la->qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
+    matmul_forward(kc, la->qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
     if (c->position_embedding == POS_ROPE) rope_forward(la->qkv, rope_cos, rope_sin, B, T, C, NH);
     core->forward(core->ctx, layer, la->atty, la->qkv);
-    matmul_forward(la->x2, la->atty, lp->o_w, N, C, C);
+    matmul_forward(kc, la->x2, la->atty, lp->o_w, N, C, C);
     vec_add(la->x2, la->x, (size_t)N * C);
 }
 
-void block_attention_backward(model_acts *a, layer_params *gp, const layer_acts *la,
+void block_attention_backward(kernel_ctx *kc, model_acts *a, layer_params *gp, const layer_acts *la,
                               const layer_params *lp, const model_config *c,
                               const block_attention_core *core, int layer) {
     const int B = a->B, T = a->T, N = a->N, C = c->hidden_size, NH = c->num_attention_heads;
     const size_t NC = (size_t)N * C;
     vec_zero(a->d_atty, NC);
-    matmul_backward(a->d_atty, gp->o_w, a->d_resid, la->atty, lp->o_w, N, C, C);
+    matmul_backward(kc, a->d_atty, gp->o_w, a->d_resid, la->atty, lp->o_w, N, C, C);
     vec_zero(a->d_qkv, 3 * NC);
     core->backward(core->ctx, layer, a->d_qkv, a->d_atty, la->qkv, la->atty);
     if (c->position_embedding == POS_ROPE) rope_backward(a->d_qkv, a->rope_cos, a->rope_sin, B, T, C, NH);
     vec_zero(a->d_ln, NC);
-    matmul_backward(a->d_ln, gp->qkv_w, a->d_qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
+    matmul_backward(kc, a->d_ln, gp->qkv_w, a->d_qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
     block_norm_backward(c, a->d_resid, gp->ln1_w, gp->ln1_b, a->d_ln, la->x, lp->ln1_w,
                         la->ln1_mean, la->ln1_rstd, N);
 }
 
-void block_ffn_forward(float *x_next, layer_acts *la, const layer_params *lp,
+void block_ffn_forward(kernel_ctx *kc, float *x_next, layer_acts *la, const layer_params *lp,
                        const model_config *c, const moe_shape *ms, const moe_router_ctx *rc,
                        int N) {
     const int C = c->hidden_size;
     block_norm_forward(c, la->ln2, la->ln2_mean, la->ln2_rstd, la->x2, lp->ln2_w, lp->ln2_b, N);
     if (lp->is_moe)
-        moe_forward(la->ffn_out, &la->moe, la->ln2, &lp->moe, rc, ms, N);
+        moe_forward(kc, la->ffn_out, &la->moe, la->ln2, &lp->moe, rc, ms, N);
     else
-        ffn_forward(la->ffn_out, la->ffn_h, la->ffn_a, la->ln2, lp->ffn_in, lp->ffn_out, N, C,
+        ffn_forward(kc, la->ffn_out, la->ffn_h, la->ffn_a, la->ln2, lp->ffn_in, lp->ffn_out, N, C,
                     c->intermediate_size, c->hidden_act);
     residual_forward(x_next, la->x2, la->ffn_out, (size_t)N * C);
 }
 
-void block_ffn_backward(model_acts *a, layer_params *gp, const layer_acts *la,
+void block_ffn_backward(kernel_ctx *kc, model_acts *a, layer_params *gp, const layer_acts *la,
                         const layer_params *lp, const model_config *c, const moe_shape *ms,
                         const moe_router_ctx *rc) {
     const int N = a->N, C = c->hidden_size;
     vec_zero(a->d_ln, (size_t)N * C);
     if (lp->is_moe) {
-        moe_backward(a->d_ln, &gp->moe, &a->moe_scr, a->d_resid, la->ln2, &la->moe, &lp->moe,
+        moe_backward(kc, a->d_ln, &gp->moe, &a->moe_scr, a->d_resid, la->ln2, &la->moe, &lp->moe,
                      rc, ms, N);
     } else {
-        ffn_backward(a->d_ln, gp->ffn_in, gp->ffn_out, a->d_ffn_a, a->d_ffn_h, a->d_resid,
+        ffn_backward(kc, a->d_ln, gp->ffn_in, gp->ffn_out, a->d_ffn_a, a->d_ffn_h, a->d_resid,
                      la->ln2, la->ffn_h, la->ffn_a, lp->ffn_in, lp->ffn_out, N, C,
                      c->intermediate_size, c->hidden_act);
     }

@@ -31,24 +31,24 @@ void block_norm_backward(const model_config *c, float *dinp, float *dw, float *d
 // N = B·T rows: positions 0..T-1 of B sequences. rope_cos/rope_sin (T,hs/2) hold the
 // rotations of those positions (unused without RoPE). Reads la->x; writes la->x2 and
 // keeps ln1, ln1_mean, ln1_rstd, qkv (after RoPE) and atty for backward.
-void block_attention_forward(layer_acts *la, const layer_params *lp, const model_config *c,
+void block_attention_forward(kernel_ctx *kc, layer_acts *la, const layer_params *lp, const model_config *c,
                              const block_attention_core *core, int layer, const float *rope_cos,
                              const float *rope_sin, int B, int T);
 // a->d_resid (N,C): d(x2) in, d(x) out (the residual passes it through, the branch
 // adds through the norm). gp +=. a's d_atty, d_qkv and d_ln are workspace.
-void block_attention_backward(model_acts *a, layer_params *gp, const layer_acts *la,
+void block_attention_backward(kernel_ctx *kc, model_acts *a, layer_params *gp, const layer_acts *la,
                               const layer_params *lp, const model_config *c,
                               const block_attention_core *core, int layer);
 
 // Reads la->x2; writes x_next (N,C) (the next layer's input) and keeps ln2, ln2_mean,
 // ln2_rstd, the FFN's caches (ffn_h and ffn_a, or moe) and ffn_out for backward.
 // rc: the MoE router's view of this layer and batch (unused by a dense FFN).
-void block_ffn_forward(float *x_next, layer_acts *la, const layer_params *lp,
+void block_ffn_forward(kernel_ctx *kc, float *x_next, layer_acts *la, const layer_params *lp,
                        const model_config *c, const moe_shape *ms, const moe_router_ctx *rc,
                        int N);
 // a->d_resid (N,C): d(x_next) in, d(x2) out. gp +=. a's d_ln, d_ffn_a, d_ffn_h and
 // moe_scr are workspace.
-void block_ffn_backward(model_acts *a, layer_params *gp, const layer_acts *la,
+void block_ffn_backward(kernel_ctx *kc, model_acts *a, layer_params *gp, const layer_acts *la,
                         const layer_params *lp, const model_config *c, const moe_shape *ms,
                         const moe_router_ctx *rc);
 #endif

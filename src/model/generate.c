@@ -56,7 +56,7 @@ void gen_init(gen_state *g, const model *m, int T_max) {
     gen_layout(g, &measure);
     bg_arena_init(&g->arena, measure.used);
     gen_layout(g, &g->arena);
-    matmul_weights_changed();  // the weights may be new (a checkpoint just loaded)
+    matmul_weights_changed(m->kernels);  // the weights may be new (a checkpoint just loaded)
     if (c->position_embedding == POS_ROPE)
         rope_tables(g->rope_cos, g->rope_sin, g->T_max, c->hidden_size / c->num_attention_heads,
                     c->rope_theta);
@@ -89,7 +89,6 @@ const float *gen_step(gen_state *g, int token) {
     moe_shape ms = model_moe_shape(c, NULL);
     block_attention_core core = {.forward = attention_decode, .backward = NULL, .ctx = g};
     layer_acts *r = &g->row;
-    matmul_set_precision(m->opt.precision);
 
     const float *te = m->w.wte + (size_t)token * C;
     const float *pe = m->w.wpe ? m->w.wpe + (size_t)t * C : NULL;
@@ -99,13 +98,13 @@ const float *gen_step(gen_state *g, int token) {
     const float *rope_cos = g->rope_cos + (size_t)t * half, *rope_sin = g->rope_sin + (size_t)t * half;
     for (int l = 0; l < L; l++) {
         const layer_params *lp = &m->w.layers[l];
-        block_attention_forward(r, lp, c, &core, l, rope_cos, rope_sin, 1, 1);
+        block_attention_forward(m->kernels, r, lp, c, &core, l, rope_cos, rope_sin, 1, 1);
         // the router sees this one token; one process, its index in the batch is its position
         moe_router_ctx rc = {.seed = m->seed, .step = m->step, .layer = l, .first_token = t};
-        block_ffn_forward(r->x, r, lp, c, &ms, &rc, 1);
+        block_ffn_forward(m->kernels, r->x, r, lp, c, &ms, &rc, 1);
     }
     block_norm_forward(c, r->ln1, r->ln1_mean, r->ln1_rstd, r->x, m->w.lnf_w, m->w.lnf_b, 1);
-    matmul_forward(g->logits, r->ln1, m->w.lm_head, 1, C, V);
+    matmul_forward(m->kernels, g->logits, r->ln1, m->w.lm_head, 1, C, V);
     g->pos++;
     return g->logits;
 }

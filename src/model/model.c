@@ -16,8 +16,8 @@ void model_init_parallel(model *m, const model_config *cfg, uint64_t seed,
     m->cfg = *cfg;
     m->opt = (model_options){.attention = MODEL_ATTN_FLASH,
                              .lm_head_chunk = MODEL_LM_HEAD_CHUNK,
-                             .precision = MATMUL_FP32,
                              .loss_scale = 1.0f};
+    m->kernels = kernel_ctx_create(BG_FP32);
     m->par = par;
     m->seed = seed;
     m->first_expert = 0;
@@ -166,6 +166,7 @@ void model_free(model *m) {
     param_table_free(&m->table);
     free(m->params);
     free(m->grads);
+    kernel_ctx_free(m->kernels);
     memset(m, 0, sizeof *m);
 }
 
@@ -185,8 +186,8 @@ static void attention_sequence_forward(void *ctx, int l, float *atty, const floa
     layer_acts *la = &a->layers[l];
     int B = a->B, T = a->T, C = c->hidden_size, NH = c->num_attention_heads;
     if (a->flash)
-        flash_attention_forward(atty, la->att_lse, a->d_att_scratch, qkv, B, T, C, NH,
-                                m->opt.precision);
+        flash_attention_forward(m->kernels, atty, la->att_lse, a->d_att_scratch, qkv, B, T, C,
+                                NH);
     else attention_forward(atty, la->att, qkv, B, T, C, NH);
 }
 
@@ -198,8 +199,8 @@ static void attention_sequence_backward(void *ctx, int l, float *dqkv, const flo
     const layer_acts *la = &a->layers[l];
     int B = a->B, T = a->T, C = c->hidden_size, NH = c->num_attention_heads;
     if (a->flash)
-        flash_attention_backward(dqkv, a->d_att_scratch, datty, qkv, atty, la->att_lse, B, T, C,
-                                 NH, m->opt.precision);
+        flash_attention_backward(m->kernels, dqkv, a->d_att_scratch, datty, qkv, atty,
+                                 la->att_lse, B, T, C, NH);
     else
         attention_backward(dqkv, a->d_att_scratch, datty, qkv, la->att, B, T, C, NH);
 }
@@ -218,8 +219,7 @@ void model_forward(model *m, const int *inputs, const int *targets) {
     moe_shape ms = layer_moe_shape(m);
     block_attention_core core = attention_sequence(m);
     memcpy(a->inputs, inputs, sizeof(int) * N);
-    matmul_set_precision(m->opt.precision);
-    matmul_weights_changed();  // an optimizer step may have run since the last pass
+    matmul_weights_changed(m->kernels);  // an optimizer step may have run since the last pass
 
     embedding_forward(a->layers[0].x, inputs, m->w.wte, m->w.wpe, N, T, C);
     double aux = 0, z = 0, objective_router = 0;
@@ -228,9 +228,9 @@ void model_forward(model *m, const int *inputs, const int *targets) {
         layer_acts *la = &a->layers[l];
         layer_params *lp = &m->w.layers[l];
         float *x_next = l + 1 < L ? a->layers[l + 1].x : a->x_final;
-        block_attention_forward(la, lp, c, &core, l, a->rope_cos, a->rope_sin, B, T);
+        block_attention_forward(m->kernels, la, lp, c, &core, l, a->rope_cos, a->rope_sin, B, T);
         moe_router_ctx rc = layer_router_ctx(m, l, N);
-        block_ffn_forward(x_next, la, lp, c, &ms, &rc, N);
+        block_ffn_forward(m->kernels, x_next, la, lp, c, &ms, &rc, N);
         if (lp->is_moe) {
             const moe_router_cache *rt = &la->moe.router;
             aux += rt->aux_loss;
@@ -240,7 +240,7 @@ void model_forward(model *m, const int *inputs, const int *targets) {
         }
     }
     block_norm_forward(c, a->lnf, a->lnf_mean, a->lnf_rstd, a->x_final, m->w.lnf_w, m->w.lnf_b, N);
-    if (!a->lm_fused) matmul_forward(a->logits, a->lnf, m->w.lm_head, N, C, V);
+    if (!a->lm_fused) matmul_forward(m->kernels, a->logits, a->lnf, m->w.lm_head, N, C, V);
 
     m->aux_loss = moe_layers ? aux / moe_layers : 0.0;
     m->z_loss = moe_layers ? z / moe_layers : 0.0;
@@ -254,8 +254,8 @@ void model_forward(model *m, const int *inputs, const int *targets) {
     if (!a->lm_fused) {
         crossentropy_forward(a->losses, a->lse, a->logits, targets, N, V);
     } else if (m->opt.no_grad) {
-        lmhead_xent_forward(a->losses, a->lse, a->lnf, m->w.lm_head, targets, N, C, V,
-                            a->lm_chunk, a->lm_chunk_rows);
+        lmhead_xent_forward(m->kernels, a->losses, a->lse, a->lnf, m->w.lm_head, targets, N, C,
+                            V, a->lm_chunk, a->lm_chunk_rows);
     } else {
         // Training: the chunk's logits are at hand only now, so the LM head's backward
         // runs here too (recomputing them in model_backward would cost a fourth GEMM
@@ -264,8 +264,9 @@ void model_forward(model *m, const int *inputs, const int *targets) {
         // model_zero_grad may clear in between.
         vec_zero(a->d_ln, (size_t)N * C);
         vec_zero(a->d_lm_head, (size_t)V * C);
-        lmhead_xent_fused(a->losses, a->lse, a->d_ln, a->d_lm_head, a->lnf, m->w.lm_head,
-                          targets, lm_grad_scale(m), N, C, V, a->lm_chunk, a->lm_chunk_rows);
+        lmhead_xent_fused(m->kernels, a->losses, a->lse, a->d_ln, a->d_lm_head, a->lnf,
+                          m->w.lm_head, targets, lm_grad_scale(m), N, C, V, a->lm_chunk,
+                          a->lm_chunk_rows);
         a->lm_grads_ready = 1;
     }
     double sum = 0;  // summed in double, in token order: deterministic and exact enough
@@ -279,7 +280,8 @@ void model_logits(const model *m, float *logits, int row0, int rows) {
     const model_acts *a = &m->acts;
     const int C = m->cfg.hidden_size;
     BG_ASSERT(row0 >= 0 && rows >= 0 && row0 + rows <= a->N);
-    matmul_forward(logits, a->lnf + (size_t)row0 * C, m->w.lm_head, rows, C, m->cfg.vocab_size);
+    matmul_forward(m->kernels, logits, a->lnf + (size_t)row0 * C, m->w.lm_head, rows, C,
+                   m->cfg.vocab_size);
 }
 
 // Threaded: a serial memset of every gradient (123 MB for M1) left the second core idle.
@@ -295,7 +297,6 @@ void model_backward(model *m) {
     block_attention_core core = attention_sequence(m);
     ms.aux_coef *= m->opt.loss_scale;  // the balance losses' share of the scaled gradient
     ms.z_coef *= m->opt.loss_scale;
-    matmul_set_precision(m->opt.precision);
     // LM head and final norm; dlogits overwrite the logits in place. The fused head
     // did this work in model_forward.
     if (a->lm_fused) {
@@ -305,7 +306,8 @@ void model_backward(model *m) {
     } else {
         crossentropy_backward(a->logits, a->logits, a->lse, a->targets, lm_grad_scale(m), N, V);
         vec_zero(a->d_ln, NC);
-        matmul_backward(a->d_ln, m->g.lm_head, a->logits, a->lnf, m->w.lm_head, N, C, V);
+        matmul_backward(m->kernels, a->d_ln, m->g.lm_head, a->logits, a->lnf, m->w.lm_head, N, C,
+                        V);
     }
     vec_zero(a->d_resid, NC);
     block_norm_backward(c, a->d_resid, m->g.lnf_w, m->g.lnf_b, a->d_ln, a->x_final, m->w.lnf_w,
@@ -316,8 +318,8 @@ void model_backward(model *m) {
         layer_params *lp = &m->w.layers[l], *gp = &m->g.layers[l];
         // d_resid holds d(objective)/d(x_next), then d(x2), then d(x)
         moe_router_ctx rc = layer_router_ctx(m, l, N);
-        block_ffn_backward(a, gp, la, lp, c, &ms, &rc);
-        block_attention_backward(a, gp, la, lp, c, &core, l);
+        block_ffn_backward(m->kernels, a, gp, la, lp, c, &ms, &rc);
+        block_attention_backward(m->kernels, a, gp, la, lp, c, &core, l);
     }
     embedding_backward(m->g.wte, m->g.wpe, a->d_resid, a->inputs, N, T, C);
 }

@@ -92,8 +92,6 @@ typedef struct {
     // gradients (2 of its 3 GEMMs); model_backward must not follow. May change
     // between steps.
     int no_grad;
-    // Operand precision of the GEMMs (kernels.h); everything else computes in fp32.
-    matmul_precision precision;
     // Multiplies the gradient of the objective (dynamic loss scaling for fp16): the
     // gradients backward leaves are loss_scale times the true ones. 1 = none.
     float loss_scale;
@@ -102,6 +100,10 @@ typedef struct {
 typedef struct {
     model_config cfg;
     model_options opt;
+    // What the kernels keep between calls, the GEMMs' operand precision among it
+    // (kernels.h; fp32 unless set with kernel_ctx_set_precision); everything else
+    // computes in fp32.
+    kernel_ctx *kernels;
     const model_parallel *par;  // NULL: one process
     uint64_t seed;              // model_init's seed (routers that draw numbers use it)
     long step;                  // optimizer steps taken; the trainer keeps it current

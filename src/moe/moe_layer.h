@@ -48,11 +48,11 @@ void moe_scratch_layout(moe_scratch *scr, bg_arena *arena, const moe_shape *s, i
 
 // inp (N,C) → out (N,C) WRITES: Σ_slots w·expert(x) + Σ shared(x). Fills acts,
 // including the balance statistics and both (unscaled) balance losses.
-void moe_forward(float *out, moe_acts *acts, const float *inp, const moe_params *p,
-                 const moe_router_ctx *rc, const moe_shape *s, int N);
+void moe_forward(kernel_ctx *kc, float *out, moe_acts *acts, const float *inp,
+                 const moe_params *p, const moe_router_ctx *rc, const moe_shape *s, int N);
 // dinp (N,C) +=, grads += ; also backpropagates aux_coef·aux_loss + z_coef·z_loss
 // (the layer's contribution to the total loss) into the router.
-void moe_backward(float *dinp, moe_params *grads, moe_scratch *scr, const float *dout,
-                  const float *inp, const moe_acts *acts, const moe_params *p,
+void moe_backward(kernel_ctx *kc, float *dinp, moe_params *grads, moe_scratch *scr,
+                  const float *dout, const float *inp, const moe_acts *acts, const moe_params *p,
                   const moe_router_ctx *rc, const moe_shape *s, int N);
 #endif

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
+#include "kernels/kernels.h"
 #include "moe/moe_types.h"
 
 // Where a routing decision happens. topk needs only comm; the rest is for gates that
@@ -51,11 +52,11 @@ typedef struct moe_router {
     // Bytes of state the gate keeps across steps (e.g. per-expert biases), 0: none.
     size_t (*state_size)(const moe_shape *s);
     // inp (N,C), gate (E,C) → the cache: ids, weights, statistics and (unscaled) losses.
-    void (*forward)(moe_router_cache *c, const moe_router_ctx *ctx, const float *inp,
+    void (*forward)(kernel_ctx *kc, moe_router_cache *c, const moe_router_ctx *ctx, const float *inp,
                     const float *gate, const moe_shape *s, int N);
     // dtopk_w (N,k): the loss gradient of topk_w. Adds the gate weights' gradient and
     // that of aux_coef·aux + z_coef·z: dinp (N,C) += (NULL skips), dgate (E,C) +=.
-    void (*backward)(float *dinp, float *dgate, moe_router_scratch *scr,
+    void (*backward)(kernel_ctx *kc, float *dinp, float *dgate, moe_router_scratch *scr,
                      const float *dtopk_w, const float *inp, const moe_router_cache *c,
                      const moe_router_ctx *ctx, const float *gate, const moe_shape *s, int N);
 } moe_router;
@@ -82,7 +83,7 @@ void moe_router_balance_statistics(moe_router_cache *c, const moe_router_ctx *ct
 // lse (N) = logsumexp(logits), topk_idx (N,k) the k largest in descending order with
 // ties going to the LOWER expert index, topk_w (N,k) their probabilities, renormalized
 // to sum to 1 when norm_topk_prob. All WRITE.
-void moe_router_forward(float *logits, float *probs, float *lse, int *topk_idx,
+void moe_router_forward(kernel_ctx *kc, float *logits, float *probs, float *lse, int *topk_idx,
                         float *topk_w, const float *inp, const float *gate, int N, int C,
                         int E, int k, int norm_topk_prob);
 // The part after the GEMM (softmax, top-k, weights); separate so it can be run on
@@ -109,14 +110,14 @@ void moe_router_losses_from_sums(double *aux_loss, double *z_loss, const double 
 // (and so counts / f_i) held fixed: top-k is piecewise constant.
 // dtopk_w (N,k) is the loss gradient of topk_w; dinp (N,C) += (NULL skips),
 // dgate (E,C) +=; dlogits, dprobs (N,E) are workspace (written).
-void moe_router_backward(float *dinp, float *dgate, float *dlogits, float *dprobs,
+void moe_router_backward(kernel_ctx *kc, float *dinp, float *dgate, float *dlogits, float *dprobs,
                          const float *dtopk_w, const float *inp, const float *gate,
                          const float *probs, const float *lse, const int *topk_idx,
                          const float *topk_w, const int *counts, int N, int C, int E, int k,
                          int norm_topk_prob, float aux_coef, float z_coef);
 // The same for a rank holding N of the n_tokens tokens of a global batch: counts (E)
 // are the global counts, and the balance losses average over n_tokens.
-void moe_router_backward_global(float *dinp, float *dgate, float *dlogits, float *dprobs,
+void moe_router_backward_global(kernel_ctx *kc, float *dinp, float *dgate, float *dlogits, float *dprobs,
                                 const float *dtopk_w, const float *inp, const float *gate,
                                 const float *probs, const float *lse, const int *topk_idx,
                                 const float *topk_w, const int *counts, double n_tokens, int N,

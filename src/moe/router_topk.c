@@ -55,25 +55,25 @@ void moe_router_softmax_topk(float *probs, float *lse, int *topk_idx, float *top
     }
 }
 
-void moe_router_forward(float *logits, float *probs, float *lse, int *topk_idx,
+void moe_router_forward(kernel_ctx *kc, float *logits, float *probs, float *lse, int *topk_idx,
                         float *topk_w, const float *inp, const float *gate, int N, int C,
                         int E, int k, int norm_topk_prob) {
     if (N == 0) return;
-    matmul_forward_fp32(logits, inp, gate, N, C, E);  // routing decisions stay in fp32
+    matmul_forward_fp32(kc, logits, inp, gate, N, C, E);  // routing decisions stay in fp32
     moe_router_softmax_topk(probs, lse, topk_idx, topk_w, logits, N, E, k, norm_topk_prob);
 }
 
-void moe_router_backward(float *dinp, float *dgate, float *dlogits, float *dprobs,
+void moe_router_backward(kernel_ctx *kc, float *dinp, float *dgate, float *dlogits, float *dprobs,
                          const float *dtopk_w, const float *inp, const float *gate,
                          const float *probs, const float *lse, const int *topk_idx,
                          const float *topk_w, const int *counts, int N, int C, int E, int k,
                          int norm_topk_prob, float aux_coef, float z_coef) {
-    moe_router_backward_global(dinp, dgate, dlogits, dprobs, dtopk_w, inp, gate, probs, lse,
+    moe_router_backward_global(kc, dinp, dgate, dlogits, dprobs, dtopk_w, inp, gate, probs, lse,
                                topk_idx, topk_w, counts, (double)N, N, C, E, k, norm_topk_prob,
                                aux_coef, z_coef);
 }
 
-void moe_router_backward_global(float *dinp, float *dgate, float *dlogits, float *dprobs,
+void moe_router_backward_global(kernel_ctx *kc, float *dinp, float *dgate, float *dlogits, float *dprobs,
                                 const float *dtopk_w, const float *inp, const float *gate,
                                 const float *probs, const float *lse, const int *topk_idx,
                                 const float *topk_w, const int *counts, double n_tokens, int N,
@@ -111,7 +111,7 @@ void moe_router_backward_global(float *dinp, float *dgate, float *dlogits, float
         double zt = z_scale * lse[t];
         for (int e = 0; e < E; e++) dl[e] = (float)(p[e] * (dp[e] - pdp + zt));
     }
-    matmul_backward_fp32(dinp, dgate, dlogits, inp, gate, N, C, E);
+    matmul_backward_fp32(kc, dinp, dgate, dlogits, inp, gate, N, C, E);
 }
 
 static size_t topk_state_size(const moe_shape *s) {
@@ -119,19 +119,19 @@ static size_t topk_state_size(const moe_shape *s) {
     return 0;
 }
 
-static void topk_forward(moe_router_cache *c, const moe_router_ctx *ctx, const float *inp,
+static void topk_forward(kernel_ctx *kc, moe_router_cache *c, const moe_router_ctx *ctx, const float *inp,
                          const float *gate, const moe_shape *s, int N) {
-    moe_router_forward(c->logits, c->probs, c->lse, c->topk_idx, c->topk_w, inp, gate, N, s->C,
+    moe_router_forward(kc, c->logits, c->probs, c->lse, c->topk_idx, c->topk_w, inp, gate, N, s->C,
                        s->E, s->k, s->norm_topk_prob);
     moe_router_balance_statistics(c, ctx, s, N);
 }
 
-static void topk_backward(float *dinp, float *dgate, moe_router_scratch *scr,
+static void topk_backward(kernel_ctx *kc, float *dinp, float *dgate, moe_router_scratch *scr,
                           const float *dtopk_w, const float *inp, const moe_router_cache *c,
                           const moe_router_ctx *ctx, const float *gate, const moe_shape *s,
                           int N) {
     (void)ctx;
-    moe_router_backward_global(dinp, dgate, scr->dlogits, scr->dprobs, dtopk_w, inp, gate,
+    moe_router_backward_global(kc, dinp, dgate, scr->dlogits, scr->dprobs, dtopk_w, inp, gate,
                                c->probs, c->lse, c->topk_idx, c->topk_w, c->counts_global,
                                c->n_tokens, N, s->C, s->E, s->k, s->norm_topk_prob, s->aux_coef,
                                s->z_coef);

@@ -209,7 +209,7 @@ int ckpt_load(trainer *tr, const char *dir) {
     tr->samples = meta.samples;
     // A run that switches to fp16 starts from its own initial scale; one that stays
     // in fp16 continues with the saved scale.
-    if (tr->opt.dtype == MATMUL_FP16 && meta.loss_scale >= LOSS_SCALE_MIN) {
+    if (tr->opt.dtype == BG_FP16 && meta.loss_scale >= LOSS_SCALE_MIN) {
         tr->loss_scale = (float)meta.loss_scale;
         tr->good_steps = meta.good_steps;
     }

@@ -70,7 +70,7 @@ char *ckpt_meta_json(const trainer *tr, uint64_t model_sum, uint64_t opt_sum) {
     cJSON_AddNumberToObject(t, "beta2", o->beta2);
     cJSON_AddNumberToObject(t, "eps", o->eps);
     cJSON_AddNumberToObject(t, "clip", o->clip);
-    cJSON_AddStringToObject(t, "dtype", matmul_precision_name((matmul_precision)o->dtype));
+    cJSON_AddStringToObject(t, "dtype", bg_dtype_name(o->dtype));
     cJSON_AddStringToObject(t, "data", o->data_path ? o->data_path : "");
     cJSON *sums = cJSON_AddObjectToObject(root, "checksums_xxh64");
     char hex[17];

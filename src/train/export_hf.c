@@ -236,11 +236,11 @@ static void add_float(cJSON *obj, const char *key, float x) {
     cJSON_AddItemToObject(obj, key, cJSON_CreateRaw(buf));
 }
 
-static const char *torch_dtype_name(st_dtype d) {
-    return d == ST_BF16 ? "bfloat16" : d == ST_F16 ? "float16" : "float32";
+static const char *torch_dtype_name(bg_dtype d) {
+    return d == BG_BF16 ? "bfloat16" : d == BG_FP16 ? "float16" : "float32";
 }
 
-static char *hf_config_json(const model_config *c, hf_layout layout, st_dtype dtype) {
+static char *hf_config_json(const model_config *c, hf_layout layout, bg_dtype dtype) {
     cJSON *root = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(root, "architectures");
     if (layout == HF_MIXTRAL) {
@@ -333,9 +333,9 @@ static int write_export(const char *out_dir, const hf_tensors *o, const char *co
     return BG_OK;
 }
 
-int export_hf(const char *ckpt_dir, const char *out_dir, st_dtype dtype, export_hf_summary *summary) {
-    if (dtype != ST_F32 && dtype != ST_BF16 && dtype != ST_F16) {
-        bg_error("export: unsupported dtype %s (F32, BF16 or F16)", st_dtype_name(dtype));
+int export_hf(const char *ckpt_dir, const char *out_dir, bg_dtype dtype, export_hf_summary *summary) {
+    if ((unsigned)dtype >= BG_DTYPE_COUNT) {
+        bg_error("export: invalid dtype %d", (int)dtype);
         return EXPORT_BAD_INPUT;
     }
     char dir[EXPORT_PATH_MAX];
@@ -361,7 +361,7 @@ int export_hf(const char *ckpt_dir, const char *out_dir, st_dtype dtype, export_
         return EXPORT_BAD_INPUT;
     }
 
-    hf_tensors o = {.dtype = dtype};
+    hf_tensors o = {.dtype = st_dtype_from_bg(dtype)};
     o.cap = t.count + 4 * cfg.num_hidden_layers + 4;  // GPT-2 adds 4 bias tensors per layer
     o.t = bg_calloc((size_t)o.cap, sizeof *o.t);
     o.names = bg_calloc((size_t)o.cap, sizeof *o.names);

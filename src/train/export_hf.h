@@ -31,8 +31,8 @@ int export_hf_layout(const model_config *cfg, hf_layout *layout);
 // Reads the checkpoint ckpt_dir (a step directory, or a save directory whose `latest`
 // names one): trainer.json's model_config, model.safetensors (checksum verified when
 // trainer.json records one). Writes out_dir/config.json and out_dir/model.safetensors
-// (out_dir is created if missing) with every tensor stored as `dtype`: ST_F32, ST_BF16
-// or ST_F16 (rounded to nearest even). Returns 0, 2 on bad input (unreadable or corrupt
+// (out_dir is created if missing) with every tensor stored as `dtype` (safetensors F32,
+// BF16 or F16, rounded to nearest even). Returns 0, 2 on bad input (unreadable or corrupt
 // checkpoint, a config no layout represents, a bad dtype) or 1 if writing fails; the
 // message is in bg_last_error(). On success *summary (if not NULL) says what was written.
 typedef struct {
@@ -41,5 +41,5 @@ typedef struct {
     int tensors;                // tensors written
     size_t params;              // bagualu parameters exported (GPT-2's zero biases not counted)
 } export_hf_summary;
-int export_hf(const char *ckpt_dir, const char *out_dir, st_dtype dtype, export_hf_summary *summary);
+int export_hf(const char *ckpt_dir, const char *out_dir, bg_dtype dtype, export_hf_summary *summary);
 #endif

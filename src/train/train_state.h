@@ -6,7 +6,7 @@
 
 #include "data/loader.h"
 #include "data/shard.h"
-#include "kernels/kernels.h"
+#include "core/dtype.h"
 #include "model/model.h"
 #include "train/adamw.h"
 
@@ -36,12 +36,12 @@ typedef struct {
     int ranks_per_node;
     int a2a_hierarchical;
     int a2a_chunks;
-    // Mixed precision: the GEMMs' operand precision (matmul_precision: fp32, bf16,
-    // fp16); master weights, AdamW state and everything outside the GEMMs stay fp32.
+    // Mixed precision: the GEMMs' operand precision (fp32, bf16, fp16); master
+    // weights, AdamW state and everything outside the GEMMs stay fp32.
     // fp16 scales the loss dynamically: starts at loss_scale_init, halves on every
     // step whose gradients overflow (the step is skipped), doubles after
     // loss_scale_window good steps in a row.
-    int dtype;
+    bg_dtype dtype;
     float loss_scale_init;
     long loss_scale_window;
     // Set (by a signal handler) to ask for a checkpoint at the next step boundary

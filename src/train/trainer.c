@@ -31,7 +31,7 @@ void train_options_defaults(train_options *o) {
     o->clip = 1.0f;
     o->seed = 1337;
     o->eval_batches = 4;
-    o->dtype = MATMUL_FP32;
+    o->dtype = BG_FP32;
     o->loss_scale_init = 65536.0f;  // 2^16, as PyTorch's GradScaler
     o->loss_scale_window = 1000;
 }
@@ -199,8 +199,8 @@ int trainer_init(trainer *tr, const train_options *o) {
     adamw_init(&tr->adam, tr->m.table.numel);
     tr->hp = (adamw_hparams){o->beta1, o->beta2, o->eps, o->weight_decay};
     tr->min_lr = o->min_lr >= 0 ? o->min_lr : o->lr * 0.1f;
-    tr->loss_scale = o->dtype == MATMUL_FP16 ? o->loss_scale_init : 1.0f;
-    tr->m.opt.precision = (matmul_precision)o->dtype;
+    tr->loss_scale = o->dtype == BG_FP16 ? o->loss_scale_init : 1.0f;
+    kernel_ctx_set_precision(tr->m.kernels, o->dtype);
     tr->inputs = bg_malloc(sizeof(int) * B * T);
     tr->targets = bg_malloc(sizeof(int) * B * T);
     rc = o->resume ? trainer_resume(tr) : BG_OK;
@@ -271,7 +271,7 @@ int trainer_apply_grads(trainer *tr) {
     tr->last_lr = lr_schedule(tr->step, o->steps, o->warmup, o->lr, tr->min_lr);
     tr->step++;
     tr->skipped_at = 0;
-    if (o->dtype == MATMUL_FP16 && !isfinite(norm)) {
+    if (o->dtype == BG_FP16 && !isfinite(norm)) {
         float was = tr->loss_scale;
         tr->loss_scale = was / 2 > LOSS_SCALE_MIN ? was / 2 : LOSS_SCALE_MIN;
         tr->good_steps = 0;
@@ -284,7 +284,7 @@ int trainer_apply_grads(trainer *tr) {
     // Unscaling folds into AdamW's gradient multiplier with the clipping.
     adamw_update(&tr->adam, m->params, m->grads, &m->table, &tr->hp, tr->last_lr,
                  grad_clip_scale(tr->last_grad_norm, o->clip) / tr->loss_scale);
-    if (o->dtype == MATMUL_FP16 && ++tr->good_steps >= o->loss_scale_window) {
+    if (o->dtype == BG_FP16 && ++tr->good_steps >= o->loss_scale_window) {
         tr->good_steps = 0;
         if (tr->loss_scale < 16777216.0f) tr->loss_scale *= 2;  // 2^24: far past any need
     }
@@ -445,7 +445,7 @@ int trainer_run(const train_options *o, int *report) {
             .tokens_per_s = (double)B * T * P / dt, .gflops = flops_per_step / dt / 1e9,
             .step_seconds = dt,
             .eta_seconds = train_seconds / (tr.step - first_step) * (o->steps - tr.step),
-            .ranks = P, .fp16 = o->dtype == MATMUL_FP16, .loss_scale = tr.skipped_at > 0 ? tr.skipped_at : tr.loss_scale,
+            .ranks = P, .fp16 = o->dtype == BG_FP16, .loss_scale = tr.skipped_at > 0 ? tr.skipped_at : tr.loss_scale,
             .skipped = tr.skipped_at > 0,
         };
         step_traffic(&tr, &sm);

@@ -17,6 +17,9 @@
 #include "kernels/kernels.h"
 #include "test_util.h"
 
+// One kernel context per precision (the kernels read theirs from it).
+static kernel_ctx *ctx[BG_DTYPE_COUNT];
+
 static float *falloc(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
 static double *dalloc(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
 
@@ -115,9 +118,9 @@ static void test_equal_to_reference(int B, int T, int C, int NH, double std, int
     ref_attention(rout, rlse, rd, ddout, dq, B, T, C, NH);
     for (size_t i = 0; i < nqkv; i++) rd[i] += g0[i];
 
-    flash_attention_forward(out, lse, delta, qkv, B, T, C, NH, MATMUL_FP32);
+    flash_attention_forward(ctx[BG_FP32], out, lse, delta, qkv, B, T, C, NH);
     memcpy(dqkv, g0, nqkv * sizeof(float));
-    flash_attention_backward(dqkv, delta, dout, qkv, out, lse, B, T, C, NH, MATMUL_FP32);
+    flash_attention_backward(ctx[BG_FP32], dqkv, delta, dout, qkv, out, lse, B, T, C, NH);
 
     // Tolerances. out is a convex combination of O(std) values: float roundings of
     // the hs-term scores, exp (1e-7) and the T-term sums (the online rescaling adds
@@ -196,9 +199,9 @@ static void test_finite_differences(int B, int T, int C, int NH) {
         c.qkv[i] = x0;
         want[i] = g0[i] + (lp - lm) / 2e-5;
     }
-    flash_attention_forward(out, lse, delta, qkv, B, T, C, NH, MATMUL_FP32);
+    flash_attention_forward(ctx[BG_FP32], out, lse, delta, qkv, B, T, C, NH);
     memcpy(dqkv, g0, nqkv * sizeof(float));
-    flash_attention_backward(dqkv, delta, w, qkv, out, lse, B, T, C, NH, MATMUL_FP32);
+    flash_attention_backward(ctx[BG_FP32], dqkv, delta, w, qkv, out, lse, B, T, C, NH);
     // As for the naive kernel in test_kernels_grad.c: O(1) gradients after ~20
     // float roundings, 1e-5; these T are small enough to keep that bound.
     char what[96];
@@ -216,7 +219,7 @@ static void test_finite_differences(int B, int T, int C, int NH) {
 // first schedule and three and four the second, so this also checks that the two
 // schedules give bitwise the same gradients.
 
-static void test_threads(int B, int T, int C, int NH, matmul_precision p) {
+static void test_threads(int B, int T, int C, int NH, bg_dtype p) {
     const size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     float *qkv = falloc(nqkv), *dout = falloc(no),
           *delta = falloc(flash_attention_scratch_size(B, T, C, NH));
@@ -228,12 +231,13 @@ static void test_threads(int B, int T, int C, int NH, matmul_precision p) {
     for (int k = 0; k < 4; k++) {
         out[k] = falloc(no), lse[k] = falloc(nl), dqkv[k] = falloc(nqkv);
         omp_set_num_threads(k + 1);
-        flash_attention_forward(out[k], lse[k], delta, qkv, B, T, C, NH, p);
-        flash_attention_backward(dqkv[k], delta, dout, qkv, out[k], lse[k], B, T, C, NH, p);
+        flash_attention_forward(ctx[p], out[k], lse[k], delta, qkv, B, T, C, NH);
+        flash_attention_backward(ctx[p], dqkv[k], delta, dout, qkv, out[k], lse[k], B, T, C,
+                                 NH);
     }
     omp_set_num_threads(saved);
     for (int k = 1; k < 4; k++) {
-        const char *pn = matmul_precision_name(p);
+        const char *pn = bg_dtype_name(p);
         TU_CHECK(!memcmp(out[0], out[k], no * sizeof(float)), "%s out differs, 1 vs %d threads", pn,
                  k + 1);
         TU_CHECK(!memcmp(lse[0], lse[k], nl * sizeof(float)), "%s lse differs, 1 vs %d threads", pn,
@@ -259,7 +263,7 @@ static double rel_max_err(const float *a, const double *b, size_t n) {
     return m > 0 ? e / m : e;
 }
 
-// Under MATMUL_BF16 the products read qkv and dout rounded to bf16, and P and dS
+// Under BG_BF16 the products read qkv and dout rounded to bf16, and P and dS
 // rounded as operands. Against the double reference on the rounded inputs, what is
 // left is the rounding of P and dS (2^-9 relative each) in sums of up to T terms:
 // errors measured at 8e-4 to 2e-3 of the largest value, lse's at 2e-7 (its scores are
@@ -284,10 +288,10 @@ static void test_bf16(int B, int T, int C, int NH, double std, int growing) {
     ref_attention(rout, rlse, rd, ddout, dq, B, T, C, NH);
 
     tu_fill_normal(scr, nscr, 100.0);
-    flash_attention_forward(out, lse, scr, qkv, B, T, C, NH, MATMUL_BF16);
-    flash_attention_backward(dqkv, scr, dout, qkv, out, lse, B, T, C, NH, MATMUL_BF16);
-    flash_attention_forward(out32, lse32, scr, qkv, B, T, C, NH, MATMUL_FP32);
-    flash_attention_backward(dqkv32, scr, dout, qkv, out32, lse32, B, T, C, NH, MATMUL_FP32);
+    flash_attention_forward(ctx[BG_BF16], out, lse, scr, qkv, B, T, C, NH);
+    flash_attention_backward(ctx[BG_BF16], dqkv, scr, dout, qkv, out, lse, B, T, C, NH);
+    flash_attention_forward(ctx[BG_FP32], out32, lse32, scr, qkv, B, T, C, NH);
+    flash_attention_backward(ctx[BG_FP32], dqkv32, scr, dout, qkv, out32, lse32, B, T, C, NH);
 
     const double eo = rel_max_err(out, rout, no), el = rel_max_err(lse, rlse, nl),
                  ed = rel_max_err(dqkv, rd, nqkv);
@@ -308,6 +312,7 @@ static void test_bf16(int B, int T, int C, int NH, double std, int growing) {
 }
 
 int main(void) {
+    for (int p = 0; p < BG_DTYPE_COUNT; p++) ctx[p] = kernel_ctx_create((bg_dtype)p);
     // Odd head sizes (4, 5, 7, 9, 22) run every remainder path of the 4-wide register
     // blocks; T = 1, 5, 67, 130, 300 give one partial block, one block plus 3, two
     // plus 2, four plus 44.
@@ -323,10 +328,10 @@ int main(void) {
     test_equal_to_reference(1, 70, 256, 1, 1.0, 1);   // hs 256, the largest supported
     test_finite_differences(2, 5, 12, 3);
     test_finite_differences(1, 67, 10, 2);  // crosses a block boundary
-    test_threads(2, 150, 24, 3, MATMUL_FP32);  // B·NH = 6
-    test_threads(1, 150, 24, 2, MATMUL_FP32);  // B·NH = 2
-    test_threads(2, 150, 24, 3, MATMUL_BF16);
-    test_threads(1, 151, 24, 2, MATMUL_BF16);  // odd T: the last token pair has one token
+    test_threads(2, 150, 24, 3, BG_FP32);  // B·NH = 6
+    test_threads(1, 150, 24, 2, BG_FP32);  // B·NH = 2
+    test_threads(2, 150, 24, 3, BG_BF16);
+    test_threads(1, 151, 24, 2, BG_BF16);  // odd T: the last token pair has one token
     // bf16 needs an even hs (odd ones take the fp32 tiles); odd T and partial blocks
     // exercise the padded pairs.
     test_bf16(2, 5, 12, 3, 1.0, 0);     // hs 4
@@ -336,5 +341,6 @@ int main(void) {
     test_bf16(1, 300, 256, 4, 1.0, 0);  // M1's hs 64
     test_bf16(1, 129, 256, 1, 1.0, 1);  // hs 256
     test_bf16(1, 77, 15, 3, 1.0, 0);    // hs 5: the fp32 tiles under bf16
+    for (int p = 0; p < BG_DTYPE_COUNT; p++) kernel_ctx_free(ctx[p]);
     return tu_finish("kernels/test_flash_attention");
 }

@@ -111,6 +111,8 @@ static double matmul_loss(void *p) {
     return weighted_sum(c->w, c->out, (size_t)c->M * c->N);
 }
 
+static kernel_ctx *g_kc;  // fp32 GEMMs
+
 static void test_matmul(int M, int K, int N) {
     const size_t ni = (size_t)M * K, nw = (size_t)N * K, no = (size_t)M * N;
     float *inp = falloc(ni), *weight = falloc(nw), *out = falloc(no), *w = falloc(no);
@@ -124,7 +126,7 @@ static void test_matmul(int M, int K, int N) {
     // ~√K·3; float rounding adds at most K·6e-8 relative to Σ|terms| (≤ 40·6e-8·
     // 40 ≈ 1e-4 worst case, typically 100x less). atol 1e-5 + rtol 1e-5 covers the
     // typical case with margin; a wrong index or transposition errs by O(1).
-    matmul_forward(out, inp, weight, M, K, N);
+    matmul_forward(g_kc, out, inp, weight, M, K, N);
     matmul_loss(&c);
     snprintf(what, sizeof what, "matmul fwd M=%d K=%d N=%d", M, K, N);
     tu_expect_close(what, out, c.out, no, 1e-5, 1e-5);
@@ -135,7 +137,7 @@ static void test_matmul(int M, int K, int N) {
     fd_grad(gi, c.inp, ni, matmul_loss, &c);
     fd_grad(gw, c.weight, nw, matmul_loss, &c);
     grad_buf di = grad_new(ni), dw = grad_new(nw);
-    matmul_backward(di.g, dw.g, w, inp, weight, M, K, N);
+    matmul_backward(g_kc, di.g, dw.g, w, inp, weight, M, K, N);
     snprintf(what, sizeof what, "matmul dinp M=%d K=%d N=%d", M, K, N);
     expect_accumulated(what, di.g, di.g0, gi, ni, 1e-5, 1e-5);
     snprintf(what, sizeof what, "matmul dweight M=%d K=%d N=%d", M, K, N);
@@ -146,9 +148,9 @@ static void test_matmul(int M, int K, int N) {
     memcpy(full_di, di.g, ni * sizeof(float));
     memcpy(full_dw, dw.g, nw * sizeof(float));
     grad_reset(&di), grad_reset(&dw);
-    matmul_backward(di.g, NULL, w, inp, weight, M, K, N);
-    matmul_backward(NULL, dw.g, w, inp, weight, M, K, N);
-    matmul_backward(NULL, NULL, w, inp, weight, M, K, N);
+    matmul_backward(g_kc, di.g, NULL, w, inp, weight, M, K, N);
+    matmul_backward(g_kc, NULL, dw.g, w, inp, weight, M, K, N);
+    matmul_backward(g_kc, NULL, NULL, w, inp, weight, M, K, N);
     expect_equal("matmul dinp alone", di.g, full_di, ni);
     expect_equal("matmul dweight alone", dw.g, full_dw, nw);
 
@@ -392,7 +394,7 @@ static void test_gelu(void) {
 
     // The kernel's tanh has absolute error ≤ 2e-7, so gelu errs by ≤ 0.5·|x|·2e-7
     // plus a few roundings: atol 2e-6 covers |x| up to 12; rtol 1e-6.
-    gelu_forward(out, MATMUL_FP32, inp, n);
+    gelu_forward(out, BG_FP32, inp, n);
     gelu_loss(&c);
     tu_expect_close("gelu fwd", out, c.out, n, 2e-6, 1e-6);
 
@@ -401,7 +403,7 @@ static void test_gelu(void) {
     double *gx = dalloc(n);
     fd_grad(gx, c.inp, n, gelu_loss, &c);
     float *dx = falloc(n);
-    gelu_backward(dx, MATMUL_FP32, w, inp, n);  // writes
+    gelu_backward(dx, BG_FP32, w, inp, n);  // writes
     tu_expect_close("gelu dinp", dx, gx, n, 5e-6, 1e-5);
 
     free(gx), free(dx);
@@ -435,7 +437,7 @@ static void test_swiglu(int N, int F) {
     fill_pair(w, c.w, no, 1.0);
 
     // A handful of roundings per element plus exp's 1e-7 relative error: 1e-6.
-    swiglu_forward(out, MATMUL_FP32, inp, N, F);
+    swiglu_forward(out, BG_FP32, inp, N, F);
     swiglu_loss(&c);
     tu_expect_close("swiglu fwd", out, c.out, no, 1e-6, 1e-6);
 
@@ -443,7 +445,7 @@ static void test_swiglu(int N, int F) {
     double *gx = dalloc(ni);
     fd_grad(gx, c.inp, ni, swiglu_loss, &c);
     float *dx = falloc(ni);
-    swiglu_backward(dx, MATMUL_FP32, w, inp, N, F);  // writes
+    swiglu_backward(dx, BG_FP32, w, inp, N, F);  // writes
     tu_expect_close("swiglu dinp", dx, gx, ni, 5e-6, 5e-6);
 
     free(gx), free(dx);
@@ -731,6 +733,7 @@ static void test_residual(void) {
 
 int main(void) {
     tu_seed(20240520);
+    g_kc = kernel_ctx_create(BG_FP32);
     test_matmul(5, 7, 3);
     test_matmul(13, 33, 17);
     test_matmul(1, 1, 1);
@@ -753,6 +756,6 @@ int main(void) {
     test_crossentropy(6, 37);
     test_crossentropy(2, 1);  // V=1: loss 0, gradient 0
     test_residual();
-    matmul_cache_clear();
+    kernel_ctx_free(g_kc);
     return tu_finish("kernels/test_kernels_grad");
 }

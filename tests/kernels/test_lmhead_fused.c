@@ -15,8 +15,8 @@ static float *falloc(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
 
 // ‖(got - base) - (want - base)‖ / ‖want - base‖ below 8 units of p's rounding.
 static void expect_increment_close(const char *what, const float *got, const float *want,
-                                   const float *base, size_t n, matmul_precision p) {
-    const double u = p == MATMUL_BF16 ? 0x1p-9 : 0x1p-12;
+                                   const float *base, size_t n, bg_dtype p) {
+    const double u = p == BG_BF16 ? 0x1p-9 : 0x1p-12;
     double gap = 0, norm = 0;
     for (size_t i = 0; i < n; i++) {
         const double w = (double)want[i] - base[i], g = (double)got[i] - base[i];
@@ -36,7 +36,7 @@ static void expect_close_f(const char *what, const float *got, const float *want
     free(w);
 }
 
-static void test_fused(int N, int C, int V, int chunk, matmul_precision p) {
+static void test_fused(int N, int C, int V, int chunk, bg_dtype p) {
     const size_t nx = (size_t)N * C, nw = (size_t)V * C, nl = (size_t)N * V;
     float *x = falloc(nx), *W = falloc(nw), *dx0 = falloc(nx), *dW0 = falloc(nw);
     int *targets = malloc(sizeof(int) * N);
@@ -47,18 +47,17 @@ static void test_fused(int N, int C, int V, int chunk, matmul_precision p) {
     tu_fill_normal(dW0, nw, 1.0);
     for (int n = 0; n < N; n++) targets[n] = (int)(tu_uniform() * V);
     const float scale = 1.0f / N;
-    matmul_set_precision(p);
-    matmul_weights_changed();
+    kernel_ctx *kc = kernel_ctx_create(p);
 
     // unfused
     float *logits = falloc(nl), *losses = falloc(N), *lse = falloc(N), *dx = falloc(nx),
           *dW = falloc(nw);
     memcpy(dx, dx0, nx * sizeof(float));
     memcpy(dW, dW0, nw * sizeof(float));
-    matmul_forward(logits, x, W, N, C, V);
+    matmul_forward(kc, logits, x, W, N, C, V);
     crossentropy_forward(losses, lse, logits, targets, N, V);
     crossentropy_backward(logits, logits, lse, targets, scale, N, V);
-    matmul_backward(dx, dW, logits, x, W, N, C, V);
+    matmul_backward(kc, dx, dW, logits, x, W, N, C, V);
 
     // fused
     float *buf = falloc(lmhead_workspace_floats(chunk, C, V)), *flosses = falloc(N), *flse = falloc(N),
@@ -67,7 +66,7 @@ static void test_fused(int N, int C, int V, int chunk, matmul_precision p) {
     tu_fill_normal(flse, N, 100.0);
     memcpy(fdx, dx0, nx * sizeof(float));
     memcpy(fdW, dW0, nw * sizeof(float));
-    lmhead_xent_fused(flosses, flse, fdx, fdW, x, W, targets, scale, N, C, V, buf, chunk);
+    lmhead_xent_fused(kc, flosses, flse, fdx, fdW, x, W, targets, scale, N, C, V, buf, chunk);
 
     // Tolerances. The losses and lse come from the same row-wise kernels on logits
     // that are C-term dots in both paths (GEMM blocking over rows may change their
@@ -89,22 +88,22 @@ static void test_fused(int N, int C, int V, int chunk, matmul_precision p) {
     snprintf(what, sizeof what, "fused lse N=%d C=%d V=%d chunk=%d", N, C, V, chunk);
     expect_close_f(what, flse, lse, N, 1e-6, 1e-6);
     snprintf(what, sizeof what, "fused dx N=%d C=%d V=%d chunk=%d", N, C, V, chunk);
-    if (p == MATMUL_FP32) expect_close_f(what, fdx, dx, nx, 1e-6, 1e-6);
+    if (p == BG_FP32) expect_close_f(what, fdx, dx, nx, 1e-6, 1e-6);
     else expect_increment_close(what, fdx, dx, dx0, nx, p);
     snprintf(what, sizeof what, "fused dW N=%d C=%d V=%d chunk=%d", N, C, V, chunk);
-    if (p == MATMUL_FP32) expect_close_f(what, fdW, dW, nw, 1e-6, 1e-6);
+    if (p == BG_FP32) expect_close_f(what, fdW, dW, nw, 1e-6, 1e-6);
     else expect_increment_close(what, fdW, dW, dW0, nw, p);
 
     // NULL gradients are skipped: the losses are still right.
     tu_fill_normal(flosses, N, 100.0);
-    lmhead_xent_fused(flosses, flse, NULL, NULL, x, W, targets, scale, N, C, V, buf, chunk);
+    lmhead_xent_fused(kc, flosses, flse, NULL, NULL, x, W, targets, scale, N, C, V, buf, chunk);
     snprintf(what, sizeof what, "fused losses (no grads) N=%d chunk=%d", N, chunk);
     expect_close_f(what, flosses, losses, N, 1e-6, 1e-6);
 
     // Forward only.
     tu_fill_normal(flosses, N, 100.0);
     tu_fill_normal(flse, N, 100.0);
-    lmhead_xent_forward(flosses, flse, x, W, targets, N, C, V, buf, chunk);
+    lmhead_xent_forward(kc, flosses, flse, x, W, targets, N, C, V, buf, chunk);
     snprintf(what, sizeof what, "forward-only losses N=%d C=%d V=%d chunk=%d", N, C, V, chunk);
     expect_close_f(what, flosses, losses, N, 1e-6, 1e-6);
     snprintf(what, sizeof what, "forward-only lse N=%d C=%d V=%d chunk=%d", N, C, V, chunk);
@@ -113,20 +112,19 @@ static void test_fused(int N, int C, int V, int chunk, matmul_precision p) {
     free(x), free(W), free(dx0), free(dW0), free(targets);
     free(logits), free(losses), free(lse), free(dx), free(dW);
     free(buf), free(flosses), free(flse), free(fdx), free(fdW);
-    matmul_set_precision(MATMUL_FP32);
+    kernel_ctx_free(kc);
 }
 
 int main(void) {
-    test_fused(64, 16, 101, 16, MATMUL_FP32);    // chunks divide N
-    test_fused(67, 16, 101, 16, MATMUL_FP32);    // a last chunk of 3 rows
-    test_fused(37, 9, 50, 1, MATMUL_FP32);       // one row at a time
-    test_fused(20, 12, 33, 64, MATMUL_FP32);     // one chunk larger than N
-    test_fused(600, 64, 1000, 256, MATMUL_FP32);  // the model's default chunk, 600 = 2·256 + 88
+    test_fused(64, 16, 101, 16, BG_FP32);    // chunks divide N
+    test_fused(67, 16, 101, 16, BG_FP32);    // a last chunk of 3 rows
+    test_fused(37, 9, 50, 1, BG_FP32);       // one row at a time
+    test_fused(20, 12, 33, 64, BG_FP32);     // one chunk larger than N
+    test_fused(600, 64, 1000, 256, BG_FP32);  // the model's default chunk, 600 = 2·256 + 88
     // Mixed precision: the fused head writes the rounded dlogits itself.
-    test_fused(67, 16, 101, 16, MATMUL_BF16);
-    test_fused(600, 64, 1000, 256, MATMUL_BF16);
-    test_fused(67, 16, 101, 16, MATMUL_FP16);
-    test_fused(600, 64, 1000, 256, MATMUL_FP16);
-    matmul_cache_clear();
+    test_fused(67, 16, 101, 16, BG_BF16);
+    test_fused(600, 64, 1000, 256, BG_BF16);
+    test_fused(67, 16, 101, 16, BG_FP16);
+    test_fused(600, 64, 1000, 256, BG_FP16);
     return tu_finish("kernels/test_lmhead_fused");
 }

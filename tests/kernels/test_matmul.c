@@ -59,6 +59,8 @@ static int check_product(const char *what, const float *got, const float *g0, in
     return worst <= 1.0;
 }
 
+static kernel_ctx *g_kc;  // fp32 GEMMs
+
 // Forward and both gradients of one (M,K,N), accumulating onto random gradients.
 static void check_matmul(int M, int K, int N) {
     float *inp = random_floats((size_t)M * K), *weight = random_floats((size_t)N * K);
@@ -69,11 +71,11 @@ static void check_matmul(int M, int K, int N) {
     memcpy(dweight0, dweight, (size_t)N * K * sizeof(float));
     char what[80];
 
-    matmul_forward(out, inp, weight, M, K, N);
+    matmul_forward(g_kc, out, inp, weight, M, K, N);
     snprintf(what, sizeof what, "fwd M=%d K=%d N=%d", M, K, N);
     check_product(what, out, NULL, M, N, K, inp, K, 1, weight, 1, K);  // inp · weightᵀ
 
-    matmul_backward(dinp, dweight, dout, inp, weight, M, K, N);
+    matmul_backward(g_kc, dinp, dweight, dout, inp, weight, M, K, N);
     snprintf(what, sizeof what, "dinp M=%d K=%d N=%d", M, K, N);
     check_product(what, dinp, dinp0, M, K, N, dout, N, 1, weight, K, 1);  // dout · weight
     snprintf(what, sizeof what, "dweight M=%d K=%d N=%d", M, K, N);
@@ -89,8 +91,8 @@ static void test_empty(void) {
     float *weight = random_floats((size_t)N * K), *dweight = random_floats((size_t)N * K);
     float *before = falloc((size_t)N * K);
     memcpy(before, dweight, (size_t)N * K * sizeof(float));
-    matmul_forward(NULL, NULL, weight, 0, K, N);
-    matmul_backward(NULL, dweight, NULL, NULL, weight, 0, K, N);
+    matmul_forward(g_kc, NULL, NULL, weight, 0, K, N);
+    matmul_backward(g_kc, NULL, dweight, NULL, NULL, weight, 0, K, N);
     TU_CHECK(memcmp(before, dweight, (size_t)N * K * sizeof(float)) == 0,
              "M=0 backward changed dweight");
     free(weight), free(dweight), free(before);
@@ -122,7 +124,7 @@ static void test_many_shapes(void) {
     for (int n = 1; n <= 220; n++) {
         float *inp = random_floats(2 * 3), *weight = random_floats((size_t)n * 3),
               *out = falloc((size_t)2 * n);
-        matmul_forward(out, inp, weight, 2, 3, n);
+        matmul_forward(g_kc, out, inp, weight, 2, 3, n);
         char what[48];
         snprintf(what, sizeof what, "fwd shape %d of many", n);
         if (!check_product(what, out, NULL, 2, n, 3, inp, 3, 1, weight, 1, 3)) n = 1000;
@@ -134,14 +136,16 @@ static void test_many_shapes(void) {
 
 int main(void) {
     tu_seed(7);
+    g_kc = kernel_ctx_create(BG_FP32);
     test_empty();
     test_varying_m();
     test_model_shapes();
     test_many_shapes();
-    matmul_cache_clear();
+    matmul_cache_clear(g_kc);
     check_matmul(11, 24, 40);  // usable again after a clear
     test_empty();
-    matmul_cache_clear();
-    matmul_cache_clear();  // clearing twice is harmless
+    matmul_cache_clear(g_kc);
+    matmul_cache_clear(g_kc);  // clearing twice is harmless
+    kernel_ctx_free(g_kc);
     return tu_finish("kernels/test_matmul");
 }

@@ -51,15 +51,17 @@ static void check_casts(void) {
     free(x), free(r), free(h);
 }
 
-static float round_as(matmul_precision p, float x) {
-    if (p == MATMUL_BF16) return bg_bf16_to_f32(bg_f32_to_bf16(x));
-    if (p == MATMUL_FP16) return bg_f16_to_f32(bg_f32_to_f16(x));
+static kernel_ctx *g_kc;  // the GEMMs', its precision set by each check
+
+static float round_as(bg_dtype p, float x) {
+    if (p == BG_BF16) return bg_bf16_to_f32(bg_f32_to_bf16(x));
+    if (p == BG_FP16) return bg_f16_to_f32(bg_f32_to_f16(x));
     return x;
 }
 
 // C(M,N) = A(M,K)·B(N,K)ᵀ in double on operands rounded to p; B given (N,K) with stride.
 static void ref_gemm(double *c, const float *a, int sa_m, int sa_k, const float *b, int sb_n, int sb_k,
-                     int M, int K, int N, matmul_precision p) {
+                     int M, int K, int N, bg_dtype p) {
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             double s = 0;
@@ -76,7 +78,7 @@ static double max_rel_gap(const float *got, const double *want, size_t n) {
     return worst / scale;
 }
 
-static void check_gemms(matmul_precision p, const char *name, double floor_gap, double ceil_gap) {
+static void check_gemms(bg_dtype p, const char *name, double floor_gap, double ceil_gap) {
     const int M = 37, K = 200, N = 29;
     float *a = malloc(sizeof(float) * M * K), *w = malloc(sizeof(float) * N * K);
     float *dout = malloc(sizeof(float) * M * N), *out = malloc(sizeof(float) * M * N);
@@ -85,19 +87,19 @@ static void check_gemms(matmul_precision p, const char *name, double floor_gap, 
     tu_fill_normal(a, (size_t)M * K, 1.0);
     tu_fill_normal(w, (size_t)N * K, 0.5);
     tu_fill_normal(dout, (size_t)M * N, 1.0);
-    matmul_set_precision(p);
-    matmul_weights_changed();
-    long prims = matmul_primitives_created();
-    matmul_forward(out, a, w, M, K, N);
+    kernel_ctx_set_precision(g_kc, p);
+    matmul_weights_changed(g_kc);
+    long prims = matmul_primitives_created(g_kc);
+    matmul_forward(g_kc, out, a, w, M, K, N);
     ref_gemm(ref, a, K, 1, w, K, 1, M, K, N, p);
     tu_expect_close(name, out, ref, (size_t)M * N, 2e-5, 2e-5);
-    ref_gemm(ref32, a, K, 1, w, K, 1, M, K, N, MATMUL_FP32);
+    ref_gemm(ref32, a, K, 1, w, K, 1, M, K, N, BG_FP32);
     double gap = max_rel_gap(out, ref32, (size_t)M * N);
     printf("%s forward: largest gap to the unrounded product %.2e of its largest value\n", name, gap);
     TU_CHECK(gap > floor_gap && gap < ceil_gap, "%s: gap %.2e to fp32 outside [%.0e, %.0e]", name, gap,
              floor_gap, ceil_gap);
     // dinp(M,K) = dout(M,N)·w(N,K): B read as (K,N) → element (k, j) at w[j*K + k]
-    matmul_backward(dinp, dw, dout, a, w, M, K, N);
+    matmul_backward(g_kc, dinp, dw, dout, a, w, M, K, N);
     ref_gemm(ref, dout, N, 1, w, 1, K, M, N, K, p);
     tu_expect_close("dinp", dinp, ref, (size_t)M * K, 2e-5, 2e-5);
     // dw(N,K) = doutᵀ(N,M)·a(M,K)
@@ -106,31 +108,31 @@ static void check_gemms(matmul_precision p, const char *name, double floor_gap, 
     // The same shapes again: no new primitive, and a changed weight is seen once
     // matmul_weights_changed says so.
     for (size_t i = 0; i < (size_t)N * K; i++) w[i] = -w[i];
-    matmul_weights_changed();
-    matmul_forward(out, a, w, M, K, N);
+    matmul_weights_changed(g_kc);
+    matmul_forward(g_kc, out, a, w, M, K, N);
     ref_gemm(ref, a, K, 1, w, K, 1, M, K, N, p);
     tu_expect_close("forward after a weight change", out, ref, (size_t)M * N, 2e-5, 2e-5);
-    long again = matmul_primitives_created();
-    matmul_forward(out, a, w, M - 5, K, N);  // another M: still no new primitive
-    TU_CHECK(matmul_primitives_created() == again, "%s: a primitive created for a new M", name);
+    long again = matmul_primitives_created(g_kc);
+    matmul_forward(g_kc, out, a, w, M - 5, K, N);  // another M: still no new primitive
+    TU_CHECK(matmul_primitives_created(g_kc) == again, "%s: a primitive created for a new M", name);
     printf("%s: %ld primitives for forward + backward\n", name, again - prims);
     // The router's fp32 path ignores the precision set.
     float *o32 = malloc(sizeof(float) * M * N);
-    matmul_forward_fp32(o32, a, w, M, K, N);
-    matmul_set_precision(MATMUL_FP32);
-    matmul_forward(out, a, w, M, K, N);
+    matmul_forward_fp32(g_kc, o32, a, w, M, K, N);
+    kernel_ctx_set_precision(g_kc, BG_FP32);
+    matmul_forward(g_kc, out, a, w, M, K, N);
     TU_CHECK(memcmp(o32, out, sizeof(float) * M * N) == 0, "%s: matmul_forward_fp32 is not fp32", name);
     free(a), free(w), free(dout), free(out), free(dinp), free(dw), free(ref), free(ref32), free(o32);
 }
 
 // n values of precision p's operand format in buf, as floats rounded to p.
-static float operand_value(const void *buf, size_t i, matmul_precision p) {
-    if (p == MATMUL_BF16) return bg_bf16_to_f32(((const uint16_t *)buf)[i]);
+static float operand_value(const void *buf, size_t i, bg_dtype p) {
+    if (p == BG_BF16) return bg_bf16_to_f32(((const uint16_t *)buf)[i]);
     return ((const float *)buf)[i];
 }
 
 // How many of n operand-format values differ, bit for bit, from want rounded to p.
-static size_t operand_mismatches(const void *got, const float *want, size_t n, matmul_precision p) {
+static size_t operand_mismatches(const void *got, const float *want, size_t n, bg_dtype p) {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
         float g = operand_value(got, i, p), w = round_as(p, want[i]);
@@ -142,7 +144,7 @@ static size_t operand_mismatches(const void *got, const float *want, size_t n, m
 // The producers that write GEMM operands directly (activations and their gradients)
 // give the bits of computing in fp32 and rounding, and GEMMs that read such operands,
 // or write their data product instead of adding it, give the bits of the float path.
-static void check_operand_producers(matmul_precision p, const char *name) {
+static void check_operand_producers(bg_dtype p, const char *name) {
     const int N = 3, F = 1100;  // rows of more than one 1024-value block
     const size_t n = (size_t)N * F, n2 = 2 * n;
     float *x = malloc(n2 * sizeof *x), *dy = malloc(n * sizeof *dy);
@@ -151,19 +153,19 @@ static void check_operand_producers(matmul_precision p, const char *name) {
     tu_fill_normal(dy, n, 1.0);
     x[0] = 0.0f, x[1] = 30.0f, x[2] = -30.0f;  // GELU's saturated tails, SiLU's too
 
-    gelu_forward(ref, MATMUL_FP32, x, n);
+    gelu_forward(ref, BG_FP32, x, n);
     gelu_forward(got, p, x, n);
     size_t bad = operand_mismatches(got, ref, n, p);
     TU_CHECK(bad == 0, "%s gelu_forward: %zu of %zu values differ from fp32 then rounding", name, bad, n);
-    gelu_backward(ref, MATMUL_FP32, dy, x, n);
+    gelu_backward(ref, BG_FP32, dy, x, n);
     gelu_backward(got, p, dy, x, n);
     bad = operand_mismatches(got, ref, n, p);
     TU_CHECK(bad == 0, "%s gelu_backward: %zu of %zu values differ", name, bad, n);
-    swiglu_forward(ref, MATMUL_FP32, x, N, F);
+    swiglu_forward(ref, BG_FP32, x, N, F);
     swiglu_forward(got, p, x, N, F);
     bad = operand_mismatches(got, ref, n, p);
     TU_CHECK(bad == 0, "%s swiglu_forward: %zu of %zu values differ", name, bad, n);
-    swiglu_backward(ref, MATMUL_FP32, dy, x, N, F);
+    swiglu_backward(ref, BG_FP32, dy, x, N, F);
     swiglu_backward(got, p, dy, x, N, F);
     bad = operand_mismatches(got, ref, n2, p);
     TU_CHECK(bad == 0, "%s swiglu_backward: %zu of %zu values differ", name, bad, n2);
@@ -177,25 +179,26 @@ static void check_operand_producers(matmul_precision p, const char *name) {
     tu_fill_normal(a, (size_t)M * K, 1.0);
     tu_fill_normal(w, (size_t)Nn * K, 1.0);
     tu_fill_normal(d, (size_t)M * Nn, 1.0);
-    matmul_set_precision(p);
-    matmul_weights_changed();
+    kernel_ctx_set_precision(g_kc, p);
+    matmul_weights_changed(g_kc);
     gelu_forward(ar, p, a, (size_t)M * K);  // a rounded operand, and its float twin in ref
-    gelu_forward(ref, MATMUL_FP32, a, (size_t)M * K);
-    matmul_forward(o1, ref, w, M, K, Nn);
-    matmul_forward_op(o2, matmul_rounded(ar), w, M, K, Nn);
+    gelu_forward(ref, BG_FP32, a, (size_t)M * K);
+    matmul_forward(g_kc, o1, ref, w, M, K, Nn);
+    matmul_forward_op(g_kc, o2, matmul_rounded(ar), w, M, K, Nn);
     TU_CHECK(!memcmp(o1, o2, (size_t)M * Nn * sizeof *o1), "%s matmul_forward_op: a rounded operand "
              "gives other bits than its floats", name);
     // WRITE equals ADD into zeros, bit for bit; the weight product sees the rounded
     // inp like the floats.
     memset(o1, 0, (size_t)M * K * sizeof *o1);
     for (size_t i = 0; i < (size_t)M * K; i++) o2[i] = NAN;  // WRITE must not read it
-    matmul_backward(o1, dw1, d, ref, w, M, K, Nn);
-    matmul_backward_op(o2, MATMUL_WRITE, dw2, matmul_floats(d), matmul_rounded(ar), w, M, K, Nn);
+    matmul_backward(g_kc, o1, dw1, d, ref, w, M, K, Nn);
+    matmul_backward_op(g_kc, o2, MATMUL_WRITE, dw2, matmul_floats(d), matmul_rounded(ar), w, M, K,
+                       Nn);
     TU_CHECK(!memcmp(o1, o2, (size_t)M * K * sizeof *o1), "%s matmul_backward_op: WRITE differs from "
              "adding into zeros", name);
     TU_CHECK(!memcmp(dw1, dw2, (size_t)Nn * K * sizeof *dw1), "%s matmul_backward_op: the weight "
              "product from a rounded inp differs", name);
-    matmul_set_precision(MATMUL_FP32);
+    kernel_ctx_set_precision(g_kc, BG_FP32);
     printf("%s: activations write rounded operands bit-exactly; GEMMs read them as the floats\n", name);
     free(x), free(dy), free(ref), free(got), free(a), free(w), free(d), free(ar);
     free(o1), free(o2), free(dw1), free(dw2);
@@ -204,25 +207,26 @@ static void check_operand_producers(matmul_precision p, const char *name) {
 // fp16's range: a product beyond 65504 in an operand is inf, as loss scaling expects.
 static void check_fp16_overflow(void) {
     float a[4] = {1e5f, 1, 1, 1}, w[4] = {1, 0, 0, 0}, out[1];
-    matmul_set_precision(MATMUL_FP16);
-    matmul_weights_changed();
-    matmul_forward(out, a, w, 1, 4, 1);
+    kernel_ctx_set_precision(g_kc, BG_FP16);
+    matmul_weights_changed(g_kc);
+    matmul_forward(g_kc, out, a, w, 1, 4, 1);
     TU_CHECK(isinf(out[0]), "fp16: an operand of 1e5 gave %g, expected inf", out[0]);
-    matmul_set_precision(MATMUL_BF16);
-    matmul_forward(out, a, w, 1, 4, 1);
+    kernel_ctx_set_precision(g_kc, BG_BF16);
+    matmul_forward(g_kc, out, a, w, 1, 4, 1);
     TU_CHECK(fabsf(out[0] - 99840.0f) < 1, "bf16: 1e5 rounds to 99840, got %g", out[0]);
-    matmul_set_precision(MATMUL_FP32);
+    kernel_ctx_set_precision(g_kc, BG_FP32);
 }
 
 int main(void) {
     tu_seed(11);
+    g_kc = kernel_ctx_create(BG_FP32);
     check_casts();
-    check_gemms(MATMUL_BF16, "bf16", 1e-4, 1e-2);
-    check_gemms(MATMUL_FP16, "fp16", 1e-5, 2e-3);
+    check_gemms(BG_BF16, "bf16", 1e-4, 1e-2);
+    check_gemms(BG_FP16, "fp16", 1e-5, 2e-3);
     check_fp16_overflow();
-    check_operand_producers(MATMUL_BF16, "bf16");
-    check_operand_producers(MATMUL_FP16, "fp16");
-    check_operand_producers(MATMUL_FP32, "fp32");
-    matmul_cache_clear();
+    check_operand_producers(BG_BF16, "bf16");
+    check_operand_producers(BG_FP16, "fp16");
+    check_operand_producers(BG_FP32, "fp32");
+    kernel_ctx_free(g_kc);
     return tu_finish("matmul_precision");
 }

@@ -78,10 +78,11 @@ static void check_logits(const char *label, const model_config *cfg) {
         // The forward's logits; a model that fuses the LM head into the loss for long
         // batches keeps none, and then they are its final normed rows times the head.
         const float *ref = m.acts.logits ? m.acts.logits + (size_t)t * V : row;
-        if (!m.acts.logits) matmul_forward(row, m.acts.lnf + (size_t)t * cfg->hidden_size, m.w.lm_head, 1,
-                                           cfg->hidden_size, V);
+        if (!m.acts.logits)
+            matmul_forward(m.kernels, row, m.acts.lnf + (size_t)t * cfg->hidden_size,
+                           m.w.lm_head, 1, cfg->hidden_size, V);
         const float *got = gen_step(&g, tokens[t]);
-        if (t == 0) primitives = matmul_primitives_created();
+        if (t == 0) primitives = matmul_primitives_created(m.kernels);
         for (int i = 0; i < V; i++) want[i] = ref[i];
         double r = tu_tol_ratio(got, want, V, 2e-5, 1e-4);
         worst = r > worst ? r : worst;
@@ -89,8 +90,8 @@ static void check_logits(const char *label, const model_config *cfg) {
         snprintf(what, sizeof what, "%s: logits at position %d", label, t);
         if (!tu_expect_close(what, got, want, V, 2e-5, 1e-4)) break;
     }
-    TU_CHECK(matmul_primitives_created() == primitives, "%s: decoding created GEMM primitives after step 1",
-             label);
+    TU_CHECK(matmul_primitives_created(m.kernels) == primitives,
+             "%s: decoding created GEMM primitives after step 1", label);
     printf("%-34s worst |diff|/tol over %d positions: %.3f\n", label, ctx, worst);
     free(want);
     free(row);

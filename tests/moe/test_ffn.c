@@ -39,6 +39,8 @@ static double ffn_loss(void *vctx) {  // L = Σ g · ffn(inp)
     return L;
 }
 
+static kernel_ctx *g_kc;  // fp32 GEMMs
+
 static void check_ffn(ffn_act act, int M, int C, int F, uint64_t seed) {
     const char *name = act == FFN_SWIGLU ? "swiglu" : "gelu";
     printf("ffn %s M=%d C=%d F=%d\n", name, M, C, F);
@@ -56,7 +58,7 @@ static void check_ffn(ffn_act act, int M, int C, int F, uint64_t seed) {
 
     float *out = malloc(sizeof(float) * nx), *h = malloc(sizeof(float) * (size_t)M * U);
     float *a = malloc(sizeof(float) * (size_t)M * F);
-    ffn_forward(out, h, a, inp, w_in, w_out, M, C, F, act);
+    ffn_forward(g_kc, out, h, a, inp, w_in, w_out, M, C, F, act);
 
     ffn_ctx ctx = {ref_from_float(inp, nx), ref_from_float(w_in, nwi), ref_from_float(w_out, nwo),
                    ref_from_float(dout, nx), M, C, F, act, malloc(sizeof(double) * nx)};
@@ -75,7 +77,7 @@ static void check_ffn(ffn_act act, int M, int C, int F, uint64_t seed) {
     // Workspace starts dirty: the function must not rely on it being zero.
     for (size_t i = 0; i < (size_t)M * F; i++) da[i] = 1e3f;
     for (size_t i = 0; i < (size_t)M * U; i++) dh[i] = -1e3f;
-    ffn_backward(dinp, dw_in, dw_out, da, dh, dout, inp, h, a, w_in, w_out, M, C, F, act);
+    ffn_backward(g_kc, dinp, dw_in, dw_out, da, dh, dout, inp, h, a, w_in, w_out, M, C, F, act);
 
     double *fd = malloc(sizeof(double) * (nwi > nx ? (nwi > nwo ? nwi : nwo) : (nx > nwo ? nx : nwo)));
     ref_fd_grad(fd, ctx.inp, nx, FD_EPS, ffn_loss, &ctx);
@@ -91,13 +93,13 @@ static void check_ffn(ffn_act act, int M, int C, int F, uint64_t seed) {
     // Determinism: a second run gives the same bits.
     float *out2 = malloc(sizeof(float) * nx), *h2 = malloc(sizeof(float) * (size_t)M * U);
     float *a2 = malloc(sizeof(float) * (size_t)M * F);
-    ffn_forward(out2, h2, a2, inp, w_in, w_out, M, C, F, act);
+    ffn_forward(g_kc, out2, h2, a2, inp, w_in, w_out, M, C, F, act);
     TU_CHECK(!memcmp(out, out2, sizeof(float) * nx), "%s: forward not bitwise repeatable", name);
     float *dinp2 = calloc(nx, sizeof(float)), *dinp3 = calloc(nx, sizeof(float));
     float *dwi2 = calloc(nwi, sizeof(float)), *dwi3 = calloc(nwi, sizeof(float));
     float *dwo2 = calloc(nwo, sizeof(float)), *dwo3 = calloc(nwo, sizeof(float));
-    ffn_backward(dinp2, dwi2, dwo2, da, dh, dout, inp, h, a, w_in, w_out, M, C, F, act);
-    ffn_backward(dinp3, dwi3, dwo3, da, dh, dout, inp, h, a, w_in, w_out, M, C, F, act);
+    ffn_backward(g_kc, dinp2, dwi2, dwo2, da, dh, dout, inp, h, a, w_in, w_out, M, C, F, act);
+    ffn_backward(g_kc, dinp3, dwi3, dwo3, da, dh, dout, inp, h, a, w_in, w_out, M, C, F, act);
     TU_CHECK(!memcmp(dinp2, dinp3, sizeof(float) * nx) && !memcmp(dwi2, dwi3, sizeof(float) * nwi) &&
                  !memcmp(dwo2, dwo3, sizeof(float) * nwo),
              "%s: backward not bitwise repeatable", name);
@@ -119,8 +121,8 @@ static void check_empty(ffn_act act) {
     tu_fill_normal(w_out, (size_t)C * F, 1.0);
     for (int i = 0; i < U * C; i++) dwi[i] = sentinel;
     for (int i = 0; i < C * F; i++) dwo[i] = sentinel;
-    ffn_forward(&out, &h, &a, &inp, w_in, w_out, 0, C, F, act);
-    ffn_backward(&dinp, dwi, dwo, &da, &dh, &dout, &inp, &h, &a, w_in, w_out, 0, C, F, act);
+    ffn_forward(g_kc, &out, &h, &a, &inp, w_in, w_out, 0, C, F, act);
+    ffn_backward(g_kc, &dinp, dwi, dwo, &da, &dh, &dout, &inp, &h, &a, w_in, w_out, 0, C, F, act);
     int untouched = out == sentinel && h == sentinel && a == sentinel && dinp == sentinel &&
                     da == sentinel && dh == sentinel;
     for (int i = 0; i < U * C; i++) untouched &= dwi[i] == sentinel;
@@ -129,12 +131,13 @@ static void check_empty(ffn_act act) {
 }
 
 int main(void) {
+    g_kc = kernel_ctx_create(BG_FP32);
     check_ffn(FFN_GELU, 7, 12, 5, 1);
     check_ffn(FFN_SWIGLU, 7, 12, 5, 2);
     check_ffn(FFN_GELU, 1, 3, 1, 3);
     check_ffn(FFN_SWIGLU, 33, 16, 24, 4);
     check_empty(FFN_GELU);
     check_empty(FFN_SWIGLU);
-    matmul_cache_clear();
+    kernel_ctx_free(g_kc);
     return tu_finish("moe/test_ffn");
 }

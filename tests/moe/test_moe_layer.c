@@ -94,6 +94,8 @@ static void state_init(layer_state *st, const moe_shape *s, int N) {
     TU_CHECK(st->arena.used == need, "layout used %zu bytes, measured %zu", st->arena.used, need);
 }
 
+static kernel_ctx *g_kc;  // fp32 GEMMs
+
 static void check_layer(moe_shape s, int N, uint64_t seed) {
     printf("moe layer N=%d C=%d E=%d k=%d F=%d S=%d act=%s norm=%d aux_coef=%g z_coef=%g\n", N,
            s.C, s.E, s.k, s.F, s.S, s.act == FFN_SWIGLU ? "swiglu" : "gelu", s.norm_topk_prob,
@@ -121,7 +123,7 @@ static void check_layer(moe_shape s, int N, uint64_t seed) {
     const moe_router_ctx rc = {.layer = 0};  // one process: no communicator
     float *out = malloc(sizeof(float) * (nx + 1));
     for (size_t i = 0; i < nx; i++) out[i] = NAN;  // WRITES: garbage must not leak through
-    moe_forward(out, &st.acts, inp, &p, &rc, &s, N);
+    moe_forward(g_kc, out, &st.acts, inp, &p, &rc, &s, N);
 
     // Reference forward, choosing experts itself.
     layer_ctx c = {ref_from_float(x, b.total), &b, &s, N, malloc(sizeof(int) * (NK + 1)),
@@ -159,7 +161,7 @@ static void check_layer(moe_shape s, int N, uint64_t seed) {
     memset(st.scr.router.dlogits, 0xff, sizeof(float) * N * E);
     memset(st.scr.router.dprobs, 0xff, sizeof(float) * N * E);
     memset(st.scr.dtopk_w, 0xff, sizeof(float) * NK);
-    moe_backward(gx + b.inp, &gp, &st.scr, dout, inp, &st.acts, &p, &rc, &s, N);
+    moe_backward(g_kc, gx + b.inp, &gp, &st.scr, dout, inp, &st.acts, &p, &rc, &s, N);
 
     double *want = ref_from_float(gx_before, b.total), *fd = malloc(sizeof(double) * b.total);
     ref_fd_grad(fd, c.x, b.total, FD_EPS, layer_loss, &c);
@@ -191,8 +193,8 @@ static void check_layer(moe_shape s, int N, uint64_t seed) {
     float *out2 = malloc(sizeof(float) * (nx + 1)), *gx2 = malloc(sizeof(float) * b.total);
     memcpy(gx2, gx_before, sizeof(float) * b.total);
     moe_params gp2 = float_views(gx2, &b, s.S);
-    moe_forward(out2, &st2.acts, inp, &p, &rc, &s, N);
-    moe_backward(gx2 + b.inp, &gp2, &st2.scr, dout, inp, &st2.acts, &p, &rc, &s, N);
+    moe_forward(g_kc, out2, &st2.acts, inp, &p, &rc, &s, N);
+    moe_backward(g_kc, gx2 + b.inp, &gp2, &st2.scr, dout, inp, &st2.acts, &p, &rc, &s, N);
     TU_CHECK(!memcmp(out, out2, sizeof(float) * nx), "forward not bitwise repeatable");
     TU_CHECK(!memcmp(gx, gx2, sizeof(float) * b.total), "backward not bitwise repeatable");
     TU_CHECK(st.acts.router.aux_loss == st2.acts.router.aux_loss && st.acts.router.z_loss == st2.acts.router.z_loss,
@@ -222,8 +224,8 @@ static void check_no_tokens(void) {
     const moe_router_ctx rc = {.layer = 0};
     float out = 0, dout = 0;
     st.acts.router.aux_loss = st.acts.router.z_loss = 1;
-    moe_forward(&out, &st.acts, x + b.inp, &p, &rc, &s, 0);
-    moe_backward(gx + b.inp, &gp, &st.scr, &dout, x + b.inp, &st.acts, &p, &rc, &s, 0);
+    moe_forward(g_kc, &out, &st.acts, x + b.inp, &p, &rc, &s, 0);
+    moe_backward(g_kc, gx + b.inp, &gp, &st.scr, &dout, x + b.inp, &st.acts, &p, &rc, &s, 0);
     int zero = st.acts.router.aux_loss == 0 && st.acts.router.z_loss == 0;
     for (size_t i = 0; i < b.total; i++) zero &= gx[i] == 0;
     TU_CHECK(zero, "N == 0: losses or gradients not zero");
@@ -237,6 +239,7 @@ int main(void) {
     // Odd sizes on purpose (C = 12, N = 7, F = 5); coefficients far larger than in
     // training so that the aux / z gradients are not lost under the tolerance.
     uint64_t seed = 100;
+    g_kc = kernel_ctx_create(BG_FP32);
     check_layer((moe_shape){12, 4, 2, 5, 1, FFN_GELU, 1, 0.5f, 0.2f, NULL, &moe_router_topk}, 7, seed++);
     check_layer((moe_shape){12, 4, 2, 5, 2, FFN_SWIGLU, 0, 0.5f, 0.2f, NULL, &moe_router_topk}, 7, seed++);
     check_layer((moe_shape){12, 4, 1, 5, 0, FFN_SWIGLU, 1, 0.5f, 0.2f, NULL, &moe_router_topk}, 7, seed++);
@@ -245,6 +248,6 @@ int main(void) {
     check_layer((moe_shape){12, 6, 3, 5, 1, FFN_SWIGLU, 1, 0.01f, 0.001f, NULL, &moe_router_topk}, 9, seed++);
     check_layer((moe_shape){8, 3, 3, 4, 1, FFN_GELU, 0, 0.5f, 0.2f, NULL, &moe_router_topk}, 5, seed++);  // k == E
     check_no_tokens();
-    matmul_cache_clear();
+    kernel_ctx_free(g_kc);
     return tu_finish("moe/test_moe_layer");
 }

@@ -103,6 +103,8 @@ static double router_loss(void *vctx) {
     return L + c->aux_coef * aux + c->z_coef * z;
 }
 
+static kernel_ctx *g_kc;  // fp32 GEMMs
+
 static void check_random(int N, int C, int E, int k, int norm, double aux_coef, double z_coef,
                          uint64_t seed) {
     printf("router N=%d C=%d E=%d k=%d norm=%d aux_coef=%g z_coef=%g\n", N, C, E, k, norm,
@@ -117,7 +119,7 @@ static void check_random(int N, int C, int E, int k, int norm, double aux_coef, 
     float *logits = malloc(sizeof(float) * nl), *probs = malloc(sizeof(float) * nl);
     float *lse = malloc(sizeof(float) * N), *w = malloc(sizeof(float) * nk);
     int *idx = malloc(sizeof(int) * nk), *counts = calloc((size_t)E, sizeof(int));
-    moe_router_forward(logits, probs, lse, idx, w, inp, gate, N, C, E, k, norm);
+    moe_router_forward(g_kc, logits, probs, lse, idx, w, inp, gate, N, C, E, k, norm);
     for (size_t r = 0; r < nk; r++) counts[idx[r]]++;
 
     router_ctx c = {ref_from_float(inp, nx), ref_from_float(gate, ng), ref_from_float(g, nk),
@@ -151,8 +153,8 @@ static void check_random(int N, int C, int E, int k, int norm, double aux_coef, 
     double *want_inp = ref_from_float(dinp, nx), *want_gate = ref_from_float(dgate, ng);
     float *dlogits = malloc(sizeof(float) * nl), *dprobs = malloc(sizeof(float) * nl);
     for (size_t i = 0; i < nl; i++) dlogits[i] = dprobs[i] = NAN;  // dirty workspace
-    moe_router_backward(dinp, dgate, dlogits, dprobs, g, inp, gate, probs, lse, idx, w, counts,
-                        N, C, E, k, norm, (float)aux_coef, (float)z_coef);
+    moe_router_backward(g_kc, dinp, dgate, dlogits, dprobs, g, inp, gate, probs, lse, idx, w,
+                        counts, N, C, E, k, norm, (float)aux_coef, (float)z_coef);
     double *fd = malloc(sizeof(double) * (nx > ng ? nx : ng));
     ref_fd_grad(fd, c.inp, nx, FD_EPS, router_loss, &c);
     for (size_t i = 0; i < nx; i++) want_inp[i] += fd[i];
@@ -164,10 +166,10 @@ static void check_random(int N, int C, int E, int k, int norm, double aux_coef, 
     // dinp == NULL skips the input gradient and leaves dgate the same, bit for bit.
     float *dgate2 = calloc(ng, sizeof(float)), *dgate3 = calloc(ng, sizeof(float));
     float *dinp3 = calloc(nx, sizeof(float));
-    moe_router_backward(NULL, dgate2, dlogits, dprobs, g, inp, gate, probs, lse, idx, w, counts,
-                        N, C, E, k, norm, (float)aux_coef, (float)z_coef);
-    moe_router_backward(dinp3, dgate3, dlogits, dprobs, g, inp, gate, probs, lse, idx, w, counts,
-                        N, C, E, k, norm, (float)aux_coef, (float)z_coef);
+    moe_router_backward(g_kc, NULL, dgate2, dlogits, dprobs, g, inp, gate, probs, lse, idx, w,
+                        counts, N, C, E, k, norm, (float)aux_coef, (float)z_coef);
+    moe_router_backward(g_kc, dinp3, dgate3, dlogits, dprobs, g, inp, gate, probs, lse, idx, w,
+                        counts, N, C, E, k, norm, (float)aux_coef, (float)z_coef);
     TU_CHECK(!memcmp(dgate2, dgate3, sizeof(float) * ng), "dgate depends on dinp being NULL");
 
     free(inp); free(gate); free(g); free(logits); free(probs); free(lse); free(w); free(idx);
@@ -177,6 +179,7 @@ static void check_random(int N, int C, int E, int k, int norm, double aux_coef, 
 }
 
 int main(void) {
+    g_kc = kernel_ctx_create(BG_FP32);
     check_crafted();
     uint64_t seed = 10;
     for (int k = 1; k <= 2; k++)
@@ -188,6 +191,6 @@ int main(void) {
         }
     check_random(7, 12, 5, 5, 1, 0.7, 0.3, seed++);  // k == E: renormalization is identity
     check_random(16, 12, 8, 3, 0, 0.01, 0.001, seed++);
-    matmul_cache_clear();
+    kernel_ctx_free(g_kc);
     return tu_finish("moe/test_router");
 }

@@ -36,7 +36,7 @@ typedef struct {
     long good_steps;
 } run_result;
 
-static matmul_precision g_dtype;
+static bg_dtype g_dtype;
 
 static void options(train_options *o, const train_fixture *f) {
     fixture_options(o, f);
@@ -177,9 +177,9 @@ static void check_all_k(const train_fixture *fp, const char *dtype_name) {
 int main(void) {
     train_fixture f;
     fixture_make(&f, 8);
-    g_dtype = MATMUL_FP32;
+    g_dtype = BG_FP32;
     check_all_k(&f, "fp32");
-    g_dtype = MATMUL_FP16;
+    g_dtype = BG_FP16;
     check_all_k(&f, "fp16");
     fixture_remove(&f);
     return tu_finish("exact_resume");

@@ -22,7 +22,7 @@
 #define WINDOW 10
 #define TRACK_TOL 0.02
 
-static void run(const train_fixture *f, matmul_precision dtype, double *losses, long *skipped) {
+static void run(const train_fixture *f, bg_dtype dtype, double *losses, long *skipped) {
     train_options o;
     fixture_options(&o, f);
     o.steps = STEPS;
@@ -63,7 +63,7 @@ static void check_injected_inf(const train_fixture *f) {
     train_options o;
     fixture_options(&o, f);
     o.steps = 20;
-    o.dtype = MATMUL_FP16;
+    o.dtype = BG_FP16;
     o.loss_scale_init = 1024;
     o.loss_scale_window = 4;
     trainer tr;
@@ -135,9 +135,9 @@ int main(void) {
     fixture_make_task(&f, SYNTH_COUNT, 8);
     double ref[STEPS], bf16[STEPS], fp16[STEPS];
     long skipped_ref, skipped_bf16, skipped_fp16;
-    run(&f, MATMUL_FP32, ref, &skipped_ref);
-    run(&f, MATMUL_BF16, bf16, &skipped_bf16);
-    run(&f, MATMUL_FP16, fp16, &skipped_fp16);
+    run(&f, BG_FP32, ref, &skipped_ref);
+    run(&f, BG_BF16, bf16, &skipped_bf16);
+    run(&f, BG_FP16, fp16, &skipped_fp16);
     check_tracks("bf16", bf16, ref);
     check_tracks("fp16", fp16, ref);
     printf("fp16 steps skipped for overflow at the default scale: %ld\n", skipped_fp16);

@@ -52,22 +52,23 @@ static void gemm_leave(void) {
 
 // Every GEMM entry point of kernels.h, wrapped at link time (tests/CMakeLists.txt):
 // while one runs, allocations count as oneDNN's.
-#define WRAP_FORWARD(name)                                                                \
-    void __real_##name(float *, const float *, const float *, int, int, int);             \
-    void __wrap_##name(float *out, const float *inp, const float *w, int M, int K, int N) { \
+#define WRAP_FORWARD(name)                                                                 \
+    void __real_##name(kernel_ctx *, float *, const float *, const float *, int, int, int); \
+    void __wrap_##name(kernel_ctx *kc, float *out, const float *inp, const float *w, int M,  \
+                       int K, int N) {                                                     \
         gemm_enter();                                                                      \
-        if (counting) __atomic_add_fetch(&gemm_calls, 1, __ATOMIC_RELAXED);                                                       \
-        __real_##name(out, inp, w, M, K, N);                                              \
+        if (counting) __atomic_add_fetch(&gemm_calls, 1, __ATOMIC_RELAXED);                \
+        __real_##name(kc, out, inp, w, M, K, N);                                           \
         gemm_leave();                                                                      \
     }
-#define WRAP_BACKWARD(name, dout_type)                                                    \
-    void __real_##name(float *, float *, dout_type, const float *, const float *, int, int, \
-                       int);                                                              \
-    void __wrap_##name(float *dinp, float *dw, dout_type dout, const float *inp,           \
-                       const float *w, int M, int K, int N) {                             \
+#define WRAP_BACKWARD(name, dout_type)                                                     \
+    void __real_##name(kernel_ctx *, float *, float *, dout_type, const float *,           \
+                       const float *, int, int, int);                                      \
+    void __wrap_##name(kernel_ctx *kc, float *dinp, float *dw, dout_type dout,             \
+                       const float *inp, const float *w, int M, int K, int N) {            \
         gemm_enter();                                                                      \
-        if (counting) __atomic_add_fetch(&gemm_calls, 1, __ATOMIC_RELAXED);                                                       \
-        __real_##name(dinp, dw, dout, inp, w, M, K, N);                                   \
+        if (counting) __atomic_add_fetch(&gemm_calls, 1, __ATOMIC_RELAXED);                \
+        __real_##name(kc, dinp, dw, dout, inp, w, M, K, N);                                \
         gemm_leave();                                                                      \
     }
 WRAP_FORWARD(matmul_forward)
@@ -75,20 +76,22 @@ WRAP_FORWARD(matmul_forward_fp32)  // the router's GEMMs, always fp32
 WRAP_BACKWARD(matmul_backward, const float *)
 WRAP_BACKWARD(matmul_backward_fp32, const float *)
 // The operand forms, which the FFN and the fused LM head call directly.
-void __real_matmul_forward_op(float *, matmul_operand, const float *, int, int, int);
-void __wrap_matmul_forward_op(float *out, matmul_operand inp, const float *w, int M, int K, int N) {
+void __real_matmul_forward_op(kernel_ctx *, float *, matmul_operand, const float *, int, int, int);
+void __wrap_matmul_forward_op(kernel_ctx *kc, float *out, matmul_operand inp, const float *w, int M,
+                              int K, int N) {
     gemm_enter();
     if (counting) __atomic_add_fetch(&gemm_calls, 1, __ATOMIC_RELAXED);
-    __real_matmul_forward_op(out, inp, w, M, K, N);
+    __real_matmul_forward_op(kc, out, inp, w, M, K, N);
     gemm_leave();
 }
-void __real_matmul_backward_op(float *, matmul_store, float *, matmul_operand, matmul_operand,
-                               const float *, int, int, int);
-void __wrap_matmul_backward_op(float *dinp, matmul_store st, float *dw, matmul_operand dout,
-                               matmul_operand inp, const float *w, int M, int K, int N) {
+void __real_matmul_backward_op(kernel_ctx *, float *, matmul_store, float *, matmul_operand,
+                               matmul_operand, const float *, int, int, int);
+void __wrap_matmul_backward_op(kernel_ctx *kc, float *dinp, matmul_store st, float *dw,
+                               matmul_operand dout, matmul_operand inp, const float *w, int M,
+                               int K, int N) {
     gemm_enter();
     if (counting) __atomic_add_fetch(&gemm_calls, 1, __ATOMIC_RELAXED);
-    __real_matmul_backward_op(dinp, st, dw, dout, inp, w, M, K, N);
+    __real_matmul_backward_op(kc, dinp, st, dw, dout, inp, w, M, K, N);
     gemm_leave();
 }
 
@@ -123,7 +126,7 @@ void *memalign(size_t a, size_t n) {
 // OMP_NUM_THREADS=2 the fixture's 4 experts run one per thread; ctest's
 // train/test_no_alloc_threads runs this again with 3 threads, under which they run one
 // after the other.
-static void check(const train_fixture *f, int batch, matmul_precision dtype, const char *name) {
+static void check(const train_fixture *f, int batch, bg_dtype dtype, const char *name) {
     train_options o;
     fixture_options(&o, f);
     o.steps = 10;
@@ -133,12 +136,12 @@ static void check(const train_fixture *f, int batch, matmul_precision dtype, con
     TU_CHECK(trainer_init(&tr, &o) == BG_OK, "init: %s", bg_last_error());
     trainer_step(&tr);
     trainer_step(&tr);
-    long primitives = matmul_primitives_created();
+    long primitives = matmul_primitives_created(tr.m.kernels);
     allocations = in_gemm_allocations = gemm_calls = 0;
     counting = 1;
     for (int i = 0; i < 5; i++) trainer_step(&tr);
     counting = 0;
-    primitives = matmul_primitives_created() - primitives;
+    primitives = matmul_primitives_created(tr.m.kernels) - primitives;
     printf("%s: 5 steady-state steps: %ld heap allocations outside GEMMs; %ld inside oneDNN over %ld GEMM "
            "calls; %ld primitives created\n",
            name, allocations, in_gemm_allocations, gemm_calls, primitives);
@@ -151,10 +154,10 @@ static void check(const train_fixture *f, int batch, matmul_precision dtype, con
 int main(void) {
     train_fixture f;
     fixture_make(&f, 8);
-    check(&f, 8, MATMUL_FP32, "fp32");
-    check(&f, 40, MATMUL_FP32, "fp32, fused LM head");
-    check(&f, 40, MATMUL_BF16, "bf16, fused LM head");
-    check(&f, 40, MATMUL_FP16, "fp16, fused LM head");
+    check(&f, 8, BG_FP32, "fp32");
+    check(&f, 40, BG_FP32, "fp32, fused LM head");
+    check(&f, 40, BG_BF16, "bf16, fused LM head");
+    check(&f, 40, BG_FP16, "fp16, fused LM head");
     fixture_remove(&f);
     return tu_finish("no_alloc");
 }
