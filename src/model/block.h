@@ -6,7 +6,11 @@
 // model_forward runs them over whole sequences and gen_step over one row with a
 // key/value cache; only the attention core differs, so the caller supplies it.
 // Backward of each block sits right below its forward.
-#include "model/model.h"
+#include "kernels/kernels.h"
+#include "model/acts.h"
+#include "model/config.h"
+#include "model/params.h"
+#include "moe/moe_layer.h"
 
 // The attention core of layer `layer`: causal softmax(q·kᵀ/√hs)·v of every head.
 // forward reads qkv (N,3C) after RoPE and writes atty (N,C); backward adds to

@@ -5,51 +5,10 @@
 #include "core/arena.h"
 #include "comm/dist.h"
 #include "kernels/kernels.h"
+#include "model/acts.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "moe/moe_layer.h"
-
-typedef struct {
-    float *x;                   // (N,C) residual stream entering the layer
-    float *ln1, *ln1_mean, *ln1_rstd;
-    float *qkv;                 // (N,3C), after RoPE when used
-    float *att;                 // (B,NH,T,T) softmax probabilities (naive attention only)
-    float *att_lse;             // (B,NH,T) softmax log-sum-exp (flash attention only)
-    float *atty;                // (N,C) attention output before o_proj
-    float *x2;                  // (N,C) residual after attention
-    float *ln2, *ln2_mean, *ln2_rstd;
-    float *ffn_h, *ffn_a;       // dense FFN caches (N,U), (N,F)
-    moe_acts moe;               // MoE caches
-    float *ffn_out;             // (N,C)
-} layer_acts;
-
-typedef struct {
-    int B, T, N;
-    layer_acts *layers;         // (L)
-    float *x_final;             // (N,C) residual stream after the last layer
-    float *lnf, *lnf_mean, *lnf_rstd;
-    float *logits;              // (N,V); backward overwrites it with dlogits. NULL when
-                                // the LM head is fused: model_logits gives any rows
-    float *losses, *lse;        // (N)
-    // Fused LM head (lm_fused): the loss and the LM head's gradients are computed in
-    // model_forward, chunk by chunk; the weight gradient waits in d_lm_head and the
-    // input gradient in d_ln until model_backward (model_zero_grad runs in between).
-    int flash, lm_fused;        // the options model_prepare resolved for this (B,T)
-    int lm_chunk_rows;
-    int lm_grads_ready;         // a fused forward left gradients for model_backward
-    float *lm_chunk;            // (lm_chunk_rows,V) logits of one chunk of rows
-    float *d_lm_head;           // (V,C)
-    int *inputs, *targets;      // (N) copies of the batch
-    float *rope_cos, *rope_sin; // (T,hs/2)
-    // backward workspace, shared by all layers
-    float *d_resid;             // (N,C) gradient of the residual stream
-    float *d_ln;                // (N,C)
-    float *d_qkv;               // (N,3C)
-    float *d_atty;              // (N,C)
-    float *d_att_scratch;       // (B,NH,T,T) naive attention; ~6(N,C) flash (forward and backward)
-    float *d_ffn_h, *d_ffn_a;   // (N,U), (N,F)
-    moe_scratch moe_scr;
-} model_acts;
 
 // Data + expert parallelism (BaGuaLu's hybrid). Every rank of `world` holds all
 // dense parameters and reads its own N tokens of the global batch; the ep_size
@@ -61,23 +20,17 @@ typedef struct {
     int a2a_chunks;             // >1: overlap the trip to the experts with their compute
 } model_parallel;
 
-// How attention is computed; both give the same results up to float rounding.
-// Measured (M1's heads, C = 256, NH = 4, forward + backward): flash is 2x faster at
-// T = 64, about 3x at T = 256 and 7-16x at T = 2048-8192; only at T = 16 is naive faster,
-// by a tenth of a millisecond. So flash is the default at every T.
+// How attention is computed; both give the same results up to float rounding. Flash is
+// the default at every length: it was the faster one at every T but the shortest
+// (BENCHMARKS.md, "Figures behind design choices").
 typedef enum {
     MODEL_ATTN_FLASH = 0,       // tiled, online softmax: keeps (B,NH,T), not (B,NH,T,T)
     MODEL_ATTN_NAIVE = 1,       // keeps the (B,NH,T,T) probabilities (a reference)
 } model_attention;
 
-// Rows per chunk of the fused LM head. Measured on M1's shape (N = 2048, C = 256,
-// V = 50257, 2 threads): 384 rows and more run the head 5-15% faster than one unfused
-// pass (the chunk's logits stay nearer the cores), 256 rows about as fast, 128 and
-// fewer slower (short GEMMs). On Zen 4 the head's bf16 GEMMs alone run 7% faster at
-// 1024 rows than at 512 (421/395/380 against 391/376/342 GFLOP/s for the forward,
-// data and weight products) and alternating whole steps gave medians of 771 against
-// 809 ms (bf16) and 1306 against 1345 ms (fp32); on Zen 5, 512 had measured best.
-// 1024 holds 206 MB of logits instead of 411 MB (M1) or 1.6 GB (M1 at T = 8192).
+// Rows per chunk of the fused LM head: enough rows for long GEMMs, few enough that a
+// chunk's logits stay near the cores and the (N,V) logits are never held whole
+// (BENCHMARKS.md, "Figures behind design choices", has the sizes that were compared).
 enum { MODEL_LM_HEAD_CHUNK = 1024 };
 
 // How the model computes, not what: model_init sets the defaults; change them before
