@@ -83,8 +83,8 @@ void *bg_realloc(void *p, size_t bytes) {
 // Blocks of at least this size start on a 2 MiB boundary and ask for transparent huge
 // pages (MADV_HUGEPAGE: machines whose THP policy is "madvise" give them only on
 // request). The streaming kernels (AdamW, the cross-entropy over the logits, the
-// roundings) walk tens to hundreds of MB, a TLB entry per 4 KiB with small pages: M1
-// bf16 steps ran 1.5% faster (BENCHMARKS.md); the GEMMs alone did not change.
+// roundings) walk tens to hundreds of MB, a TLB entry per 4 KiB with small pages
+// (the gain is in BENCHMARKS.md).
 #define BG_HUGE_BLOCK ((size_t)4 << 20)
 #define BG_HUGE_PAGE ((size_t)2 << 20)
 

@@ -6,8 +6,8 @@
 // atomics and no per-thread partial buffers. A block is 16 floats, summed in
 // registers over all rows: one cache line when rows are 64-byte aligned
 // (bg_aligned_alloc and C % 16 == 0), so threads do not write the same line.
-// (Streaming each row through a thread's whole channel range instead, with the
-// sums in memory, measured 2.5x slower.) Internal to kernels/.
+// (Streaming each row through a thread's whole channel range instead keeps the sums
+// in memory, which was slower.) Internal to kernels/.
 enum { CHANNEL_BLOCK = 16 };
 
 static inline int channel_block_count(int C) { return (C + CHANNEL_BLOCK - 1) / CHANNEL_BLOCK; }

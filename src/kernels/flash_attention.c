@@ -200,7 +200,7 @@ static size_t fa_copies_words(int B, int T, int C) { return (size_t)B * (T + 1) 
 
 // The backward rounds qkv again although its layer's forward did: the workspace is
 // shared by all layers, and keeping each layer's copies would hold a second qkv per
-// layer (measured cost of the second rounding: ~2 ms of a 710 ms M1 step).
+// layer; the second rounding costs far less than that memory (BENCHMARKS.md).
 static void fa_round_inputs(const fa_ops *o, int B, int with_dout) {
 #if FA_HAVE_BF16
     if (!o->bf16) return;

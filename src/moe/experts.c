@@ -2,14 +2,11 @@
 // kernel caches primitives by (K,N) with M a runtime dimension, so every expert and
 // every step reuses the same two primitives. With enough experts per thread
 // (matmul_concurrent) each thread takes whole experts, its GEMMs, roundings and
-// activation running on it alone, with no team to start or join between them. Alone,
-// M1's eight expert GEMMs run as fast either way (bf16, 2 threads: 5.8 against 6.0 ms
-// for the up projections, 6.2 against 6.2 for the down ones); in whole steps, alternated
-// with the threaded loop, the medians of step-time ratios were 0.977 (M1 bf16, 6 pairs),
-// 0.969 (M1 fp32) and 0.977 (M2 bf16, 3 pairs each). Each expert writes its own rows
-// and its own weight gradients, so results do not depend on which thread took it; they
-// equal the threaded loop's up to oneDNN's split of a GEMM between threads (the same
-// bits for M1's expert GEMMs measured alone; tests/moe/test_experts_concurrent).
+// activation running on it alone, with no team to start or join between them (whole
+// steps ran faster so: BENCHMARKS.md). Each expert writes its own rows and its own
+// weight gradients, so results do not depend on which thread took it; they equal the
+// threaded loop's up to oneDNN's split of a GEMM between threads
+// (tests/moe/test_experts_concurrent).
 #include "moe/experts.h"
 
 #include <stddef.h>
@@ -66,9 +63,7 @@ static void experts_by_rows(int *order, const int *offsets, int E) {
 // Every expert, one per thread when matmul_concurrent says so. A branch, not the
 // parallel construct's if clause: a team of one still costs libgomp an allocation.
 // Concurrent experts are handed out largest first, so the last ones taken are small
-// and the threads finish close together: in M1 bf16 steps the summed difference
-// between the two threads' finishing times fell from 14-16 to 4-7 ms per step
-// (8 regions), measured with omp_get_wtime around this loop.
+// and the threads finish close together.
 static void run_experts(void (*one)(const experts_args *, int), const experts_args *g, int E) {
     if (matmul_concurrent(E)) {
         int order[E];
