@@ -9,28 +9,13 @@
 #   bench/refactor_bits.sh; NEW_BUILD (default build/) this tree's build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 BASE=${1:-5e67fd0}
 PAIRS=${2:-4}
 CONFIG=${CONFIG:-configs/m1.json}
 DTYPES=${DTYPES:-fp32 bf16}
 STEPS=${STEPS:-6} BATCH=${BATCH:-8} SEQ=${SEQ:-256} THREADS=${THREADS:-2}
-BITS_DIR=${BITS_DIR:-/tmp/bagualu-bits}
-NEW_BUILD=${NEW_BUILD:-$ROOT/build}
-base_sha=$(git rev-parse --verify "$BASE^{commit}") || { echo "ab_step: unknown commit $BASE" >&2; exit 2; }
-base_tree=$BITS_DIR/base-${base_sha:0:12}
-mkdir -p "$BITS_DIR"
-
-build_bench() {  # source dir, build dir
-    [ -f "$2/CMakeCache.txt" ] || cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$2" -j "$(nproc)" --target bench_step >/dev/null
-}
-if [ ! -d "$base_tree" ]; then
-    git worktree prune
-    git worktree add --detach "$base_tree" "$base_sha" >/dev/null 2>&1
-fi
-build_bench "$base_tree" "$base_tree/build"
-build_bench "$ROOT" "$NEW_BUILD"
+. bench/base_worktree.sh
+base_build bench_step
 OLD=$base_tree/build/bench/bench_step
 NEW=$NEW_BUILD/bench/bench_step
 echo "ab_step: $(lscpu | sed -n 's/^Model name: *//p'), new $(git rev-parse --short HEAD) vs base ${base_sha:0:7}"

@@ -16,26 +16,10 @@
 # a chunked flat exchange. Exit 0 only when every run matches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 BASE=${1:-5e67fd0}
-BITS_DIR=${BITS_DIR:-/tmp/bagualu-bits}
-NEW_BUILD=${NEW_BUILD:-$ROOT/build}
-base_sha=$(git rev-parse --verify "$BASE^{commit}") || { echo "refactor_bits: unknown commit $BASE" >&2; exit 2; }
-base_tree=$BITS_DIR/base-${base_sha:0:12}
-mkdir -p "$BITS_DIR"
-
-build_cli() {  # source dir, build dir
-    [ -f "$2/CMakeCache.txt" ] || cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$2" -j "$(nproc)" --target bagualu_cli >/dev/null
-}
-if [ ! -d "$base_tree" ]; then
-    git worktree prune
-    git worktree add --detach "$base_tree" "$base_sha" >/dev/null 2>&1
-fi
-echo "base $base_sha: building in $base_tree/build"
-build_cli "$base_tree" "$base_tree/build"
-echo "new $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes): building in $NEW_BUILD"
-build_cli "$ROOT" "$NEW_BUILD"
+. bench/base_worktree.sh
+echo "base $base_sha, new $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes): building"
+base_build bagualu_cli
 OLD=$base_tree/build/bagualu
 NEW=$NEW_BUILD/bagualu
 

@@ -7,22 +7,26 @@
 static _Thread_local char bg_error_message[1024];
 static _Thread_local int bg_error_nomem;  // the message says we ran out of memory
 
+static int record(int nomem, const char *fmt, va_list ap) {
+    vsnprintf(bg_error_message, sizeof bg_error_message, fmt, ap);
+    bg_error_nomem = nomem;
+    return BG_ERR;
+}
+
 int bg_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(bg_error_message, sizeof bg_error_message, fmt, ap);
+    int rc = record(0, fmt, ap);
     va_end(ap);
-    bg_error_nomem = 0;
-    return BG_ERR;
+    return rc;
 }
 
 int bg_error_out_of_memory(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(bg_error_message, sizeof bg_error_message, fmt, ap);
+    int rc = record(1, fmt, ap);
     va_end(ap);
-    bg_error_nomem = 1;
-    return BG_ERR;
+    return rc;
 }
 
 const char *bg_last_error(void) { return bg_error_message[0] ? bg_error_message : "unknown error"; }
