@@ -1,5 +1,6 @@
 #include "model/config.h"
 #include "core/error.h"
+#include "moe/router.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -19,6 +20,9 @@ void model_config_defaults(model_config *cfg) {
     cfg->norm_topk_prob = 1;
     cfg->router_aux_loss_coef = 0.01f;
     cfg->router_z_loss_coef = 0.0f;
+    cfg->router_bias_update_rate = 0.001f;  // DeepSeek-V3's gamma
+    cfg->router_groups = 1;
+    cfg->router_topk_groups = 1;
 }
 
 typedef enum { KEY_INT, KEY_FLOAT, KEY_BOOL, KEY_ENUM } key_kind;
@@ -34,6 +38,17 @@ typedef struct {
 static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
 static const char *const act_names[] = {"gelu", "swiglu", NULL};
 static const char *const pos_names[] = {"learned", "rope", NULL};
+static const char *const router_type_names[] = {"topk", "switch", "gshard", "noisy_topk",
+                                                "swipe", "bias", NULL};
+static const char *const router_score_names[] = {"softmax", "sigmoid", NULL};
+static const char *const aux_scope_names[] = {"batch", "sequence", NULL};
+static const char *const drop_policy_names[] = {"probability", "position", NULL};
+
+const char *model_router_type_name(int r) {
+    return r >= 0 && r < (int)(sizeof router_type_names / sizeof *router_type_names) - 1
+               ? router_type_names[r]
+               : NULL;
+}
 
 #define KEY(field, kind, req, ch) {#field, kind, offsetof(model_config, field), req, ch}
 static const key_spec keys[] = {
@@ -58,6 +73,16 @@ static const key_spec keys[] = {
     KEY(norm_topk_prob, KEY_BOOL, 0, NULL),
     KEY(router_aux_loss_coef, KEY_FLOAT, 0, NULL),
     KEY(router_z_loss_coef, KEY_FLOAT, 0, NULL),
+    KEY(router_type, KEY_ENUM, 0, router_type_names),
+    KEY(router_score, KEY_ENUM, 0, router_score_names),
+    KEY(router_jitter, KEY_FLOAT, 0, NULL),
+    KEY(router_bias_update_rate, KEY_FLOAT, 0, NULL),
+    KEY(router_groups, KEY_INT, 0, NULL),
+    KEY(router_topk_groups, KEY_INT, 0, NULL),
+    KEY(router_aux_loss_scope, KEY_ENUM, 0, aux_scope_names),
+    KEY(capacity_factor, KEY_FLOAT, 0, NULL),
+    KEY(drop_policy, KEY_ENUM, 0, drop_policy_names),
+    KEY(routing_group_tokens, KEY_INT, 0, NULL),
 };
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
 
@@ -137,6 +162,41 @@ int model_config_parse(model_config *cfg, const char *json, const char *origin) 
     return model_config_validate(cfg, origin);
 }
 
+// The routing keys of a MoE model (num_local_experts and num_experts_per_tok already
+// checked).
+static int validate_routing(const model_config *c, const char *origin) {
+    const char *type = router_type_names[c->router_type];
+    const int E = c->num_local_experts, k = c->num_experts_per_tok;
+    if (c->router_type == 1 && k != 1)
+        return bg_error("%s: router_type switch routes top-1: num_experts_per_tok must be 1, got %d",
+                        origin, k);
+    if (c->router_type == 2 && k != 2)
+        return bg_error("%s: router_type gshard routes top-2: num_experts_per_tok must be 2, got %d",
+                        origin, k);
+    if (!moe_router_find(type))
+        return bg_error("%s: router_type \"%s\" is not built into this bagualu", origin, type);
+    if (c->capacity_factor < 0)
+        return bg_error("%s: capacity_factor must be >= 0 (0: dropless), got %g", origin,
+                        c->capacity_factor);
+    if (c->router_jitter < 0 || c->router_jitter >= 1)
+        return bg_error("%s: router_jitter must be in [0, 1), got %g", origin, c->router_jitter);
+    if (c->router_bias_update_rate < 0)
+        return bg_error("%s: router_bias_update_rate must be >= 0", origin);
+    if (c->routing_group_tokens < 0)
+        return bg_error("%s: routing_group_tokens must be >= 0 (0: one sequence)", origin);
+    if (c->router_groups < 1) return bg_error("%s: router_groups must be >= 1", origin);
+    if (E % c->router_groups != 0)
+        return bg_error("%s: router_groups (%d) must divide num_local_experts (%d)", origin,
+                        c->router_groups, E);
+    if (c->router_topk_groups < 1 || c->router_topk_groups > c->router_groups)
+        return bg_error("%s: router_topk_groups must be in [1, router_groups = %d], got %d",
+                        origin, c->router_groups, c->router_topk_groups);
+    if (k > c->router_topk_groups * (E / c->router_groups))
+        return bg_error("%s: num_experts_per_tok (%d) exceeds the experts of router_topk_groups "
+                        "(%d groups of %d)", origin, k, c->router_topk_groups, E / c->router_groups);
+    return BG_OK;
+}
+
 int model_config_validate(const model_config *c, const char *origin) {
     if (c->vocab_size <= 0) return bg_error("%s: vocab_size must be positive", origin);
     if (c->max_position_embeddings <= 0)
@@ -177,6 +237,8 @@ int model_config_validate(const model_config *c, const char *origin) {
             return bg_error("%s: num_shared_experts must be >= 0", origin);
         if (c->router_aux_loss_coef < 0 || c->router_z_loss_coef < 0)
             return bg_error("%s: router loss coefficients must be >= 0", origin);
+        int rc = validate_routing(c, origin);
+        if (rc != BG_OK) return rc;
     }
     // Sizes must keep every tensor's element count within size_t and every row
     // count within int: bound the hidden dimensions generously.

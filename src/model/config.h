@@ -29,7 +29,23 @@ typedef struct {
     int norm_topk_prob;
     float router_aux_loss_coef;
     float router_z_loss_coef;
+    // Routing (moe/moe_types.h's moe_routing says what each does). The enums are
+    // indices into their name lists: router_type into model_router_type_name, the
+    // others in the order of moe_score, moe_aux_scope and moe_drop_policy.
+    int router_type;            // topk (default), switch, gshard, noisy_topk, swipe, bias
+    int router_score;           // softmax (default) or sigmoid
+    float router_jitter;        // switch: multiplicative uniform noise 1 ± jitter (0: off)
+    float router_bias_update_rate;  // bias: per-step bias change rate · sign(...)
+    int router_groups;          // group-limited routing: experts in G contiguous groups
+    int router_topk_groups;     // a token's experts come from at most M groups
+    int router_aux_loss_scope;  // batch (default) or sequence
+    float capacity_factor;      // 0: dropless; else capacity = ceil(cf·tokens·k/E) per group
+    int drop_policy;            // probability (default) or position
+    int routing_group_tokens;   // tokens per routing group; 0: one sequence (--seq-len)
 } model_config;
+
+// "topk", "switch", ...: the name of router_type r (moe_router_find's key), NULL if none.
+const char *model_router_type_name(int r);
 
 // Defaults for every optional key (used before parsing).
 void model_config_defaults(model_config *cfg);

@@ -55,13 +55,25 @@ moe_shape model_moe_shape(const model_config *c, const moe_parallel *par) {
         .aux_coef = c->router_aux_loss_coef,
         .z_coef = c->router_z_loss_coef,
         .par = par,
-        .router = &moe_router_topk,
+        .router = moe_router_find(model_router_type_name(c->router_type)),
+        .routing = {.score = (moe_score)c->router_score,
+                    .jitter = c->router_jitter,
+                    .bias_update_rate = c->router_bias_update_rate,
+                    .groups = c->router_groups,
+                    .topk_groups = c->router_topk_groups,
+                    .aux_scope = (moe_aux_scope)c->router_aux_loss_scope,
+                    .capacity_factor = c->capacity_factor,
+                    .drop_policy = (moe_drop_policy)c->drop_policy,
+                    .group_tokens = c->routing_group_tokens},
     };
+    BG_ASSERT(s.router);  // model_config_validate admits only built-in gates
     return s;
 }
 
 static moe_shape layer_moe_shape(const model *m) {
-    return model_moe_shape(&m->cfg, m->par ? &m->moe_par : NULL);
+    moe_shape s = model_moe_shape(&m->cfg, m->par ? &m->moe_par : NULL);
+    if (s.routing.group_tokens == 0) s.routing.group_tokens = m->acts.T;  // one sequence
+    return s;
 }
 
 // Layer l's routing context for a batch of N tokens per rank: the balance statistics

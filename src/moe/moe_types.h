@@ -25,6 +25,25 @@ typedef struct {
     const struct moe_dispatcher *dispatcher;
 } moe_parallel;
 
+// How tokens are routed beyond the gate's own rule (the config's routing keys).
+typedef enum { MOE_SCORE_SOFTMAX = 0, MOE_SCORE_SIGMOID = 1 } moe_score;
+typedef enum { MOE_AUX_BATCH = 0, MOE_AUX_SEQUENCE = 1 } moe_aux_scope;
+typedef enum { MOE_DROP_PROBABILITY = 0, MOE_DROP_POSITION = 1 } moe_drop_policy;
+typedef struct {
+    moe_score score;          // router scores: softmax over experts, or per-expert sigmoid
+    float jitter;             // multiplicative input noise 1 ± jitter (switch), 0: none
+    float bias_update_rate;   // bias gate: step of the per-expert bias update
+    int groups, topk_groups;  // experts in `groups` contiguous groups, a token's experts
+                              // from at most `topk_groups` of them (1, 1: no limit)
+    moe_aux_scope aux_scope;  // balance loss over the batch or per sequence
+    // Capacity: 0 = dropless; else each expert takes at most ceil(cf·G·k/E) of a routing
+    // group's G·k assignments, and the overflow is dropped by drop_policy.
+    float capacity_factor;
+    moe_drop_policy drop_policy;
+    int group_tokens;         // G: tokens per routing group (a sequence unless configured);
+                              // a rank's N tokens are always whole groups
+} moe_routing;
+
 typedef struct {
     int C;              // hidden size
     int E;              // routed experts
@@ -37,6 +56,7 @@ typedef struct {
     float z_coef;       // router z-loss coefficient
     const moe_parallel *par;         // NULL: one process holds every expert
     const struct moe_router *router; // the gate (router.h), e.g. &moe_router_topk
+    moe_routing routing;
 } moe_shape;
 
 static inline int moe_local_experts(const moe_shape *s) { return s->par ? s->E / s->par->ep_size : s->E; }

@@ -214,7 +214,7 @@ static void check_layer(moe_shape s, int N, uint64_t seed) {
 
 // N == 0 (e.g. an empty micro-batch on one rank): nothing to do, no crash, losses 0.
 static void check_no_tokens(void) {
-    moe_shape s = {12, 4, 2, 5, 1, FFN_SWIGLU, 1, 0.01f, 0.001f, NULL, &moe_router_topk};
+    moe_shape s = {12, 4, 2, 5, 1, FFN_SWIGLU, 1, 0.01f, 0.001f, NULL, &moe_router_topk, {.groups = 1, .topk_groups = 1}};
     block_layout b = layout_of(&s, 0);
     float *x = malloc(sizeof(float) * b.total), *gx = calloc(b.total, sizeof(float));
     tu_fill_normal(x, b.total, 1.0);
@@ -240,13 +240,13 @@ int main(void) {
     // training so that the aux / z gradients are not lost under the tolerance.
     uint64_t seed = 100;
     g_kc = kernel_ctx_create(BG_FP32);
-    check_layer((moe_shape){12, 4, 2, 5, 1, FFN_GELU, 1, 0.5f, 0.2f, NULL, &moe_router_topk}, 7, seed++);
-    check_layer((moe_shape){12, 4, 2, 5, 2, FFN_SWIGLU, 0, 0.5f, 0.2f, NULL, &moe_router_topk}, 7, seed++);
-    check_layer((moe_shape){12, 4, 1, 5, 0, FFN_SWIGLU, 1, 0.5f, 0.2f, NULL, &moe_router_topk}, 7, seed++);
-    check_layer((moe_shape){12, 4, 1, 5, 0, FFN_GELU, 0, 0.5f, 0.2f, NULL, &moe_router_topk}, 7, seed++);
-    check_layer((moe_shape){12, 4, 2, 5, 0, FFN_SWIGLU, 1, 0.0f, 0.0f, NULL, &moe_router_topk}, 7, seed++);
-    check_layer((moe_shape){12, 6, 3, 5, 1, FFN_SWIGLU, 1, 0.01f, 0.001f, NULL, &moe_router_topk}, 9, seed++);
-    check_layer((moe_shape){8, 3, 3, 4, 1, FFN_GELU, 0, 0.5f, 0.2f, NULL, &moe_router_topk}, 5, seed++);  // k == E
+    check_layer((moe_shape){12, 4, 2, 5, 1, FFN_GELU, 1, 0.5f, 0.2f, NULL, &moe_router_topk, {.groups = 1, .topk_groups = 1}}, 7, seed++);
+    check_layer((moe_shape){12, 4, 2, 5, 2, FFN_SWIGLU, 0, 0.5f, 0.2f, NULL, &moe_router_topk, {.groups = 1, .topk_groups = 1}}, 7, seed++);
+    check_layer((moe_shape){12, 4, 1, 5, 0, FFN_SWIGLU, 1, 0.5f, 0.2f, NULL, &moe_router_topk, {.groups = 1, .topk_groups = 1}}, 7, seed++);
+    check_layer((moe_shape){12, 4, 1, 5, 0, FFN_GELU, 0, 0.5f, 0.2f, NULL, &moe_router_topk, {.groups = 1, .topk_groups = 1}}, 7, seed++);
+    check_layer((moe_shape){12, 4, 2, 5, 0, FFN_SWIGLU, 1, 0.0f, 0.0f, NULL, &moe_router_topk, {.groups = 1, .topk_groups = 1}}, 7, seed++);
+    check_layer((moe_shape){12, 6, 3, 5, 1, FFN_SWIGLU, 1, 0.01f, 0.001f, NULL, &moe_router_topk, {.groups = 1, .topk_groups = 1}}, 9, seed++);
+    check_layer((moe_shape){8, 3, 3, 4, 1, FFN_GELU, 0, 0.5f, 0.2f, NULL, &moe_router_topk, {.groups = 1, .topk_groups = 1}}, 5, seed++);  // k == E
     check_no_tokens();
     kernel_ctx_free(g_kc);
     return tu_finish("moe/test_moe_layer");
