@@ -78,7 +78,7 @@ check() {  # name, flags...
         echo "equal: $(tail -n 1 "$RUNS/$name/compare"), $(wc -l <"$RUNS/$name/old/metrics.jsonl") log lines"
     else
         echo "DIFFERENT:"
-        sed 's/^/    /' "$RUNS/$name/compare" "$RUNS/$name/log.diff" | head -n 20
+        sed 's/^/    /' "$RUNS/$name/compare" "$RUNS/$name/log.diff" | head -n 20 || true
         fail=1
     fi
 }
