@@ -36,6 +36,7 @@ int cmd_train(int argc, char **argv) {
         {"seed", ARG_U64, &o.seed, 0, "seed for initialization and data order (default 1337)"},
         {"threads", ARG_INT, &o.threads, 0, "OpenMP threads (default: all cores)"},
         {"log", ARG_STR, &o.log_path, 0, "write one JSON object per step here"},
+        {"dead-window", ARG_LONG, &o.dead_window, 0, "an expert without a token for N steps counts as dead (default 100)"},
         {"eval-every", ARG_LONG, &o.eval_every, 0, "evaluate on --val every K steps"},
         {"eval-batches", ARG_INT, &o.eval_batches, 0, "batches per evaluation (default 4)"},
         {"save-dir", ARG_STR, &o.save_dir, 0, "directory for checkpoints (step_NNNNNNNN/ and latest)"},

@@ -4,6 +4,7 @@
 
 #include "comm/dist.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -26,8 +27,9 @@ void moe_router_cache_layout(moe_router_cache *c, bg_arena *arena, const moe_sha
     c->topk_idx = BG_ARENA_NEW(arena, int, NK);
     c->topk_w = BG_ARENA_NEW(arena, float, NK);
     c->counts_global = BG_ARENA_NEW(arena, int, E);
-    c->stats = BG_ARENA_NEW(arena, double, 2 * E + 1);
+    c->stats = BG_ARENA_NEW(arena, double, MOE_ROUTER_STATS(E));
     c->n_tokens = 0;
+    c->dropped_global = 0;
     c->aux_loss = c->z_loss = 0.0;
 }
 
@@ -38,6 +40,24 @@ void moe_router_scratch_layout(moe_router_scratch *scr, bg_arena *arena, const m
     scr->dprobs = BG_ARENA_NEW(arena, float, n * E);
 }
 
+// Σ_t −Σ_i p log p, token by token in order (the same bits for any thread count);
+// p = 0 adds nothing (p log p → 0).
+static double entropy_sum(const float *probs, int N, int E) {
+    double h = 0.0;
+    for (int t = 0; t < N; t++) {
+        const float *p = probs + (size_t)t * E;
+        double ht = 0.0;
+        for (int i = 0; i < E; i++)
+            if (p[i] > 0.0f) ht -= (double)p[i] * logf(p[i]);
+        h += ht;
+    }
+    return h;
+}
+
+double moe_router_entropy_sum(const moe_router_cache *c, const moe_shape *s) {
+    return c->stats[2 * (size_t)s->E + 1];
+}
+
 void moe_router_balance_statistics(moe_router_cache *c, const moe_router_ctx *ctx,
                                    const moe_shape *s, int N) {
     const int E = s->E;
@@ -46,9 +66,12 @@ void moe_router_balance_statistics(moe_router_cache *c, const moe_router_ctx *ct
     moe_router_stat_sums(st, &st[2 * E], c->probs, c->lse, N, E);
     for (int i = 0; i < E; i++) st[E + i] = 0;
     for (size_t i = 0; i < NK; i++) st[E + c->topk_idx[i]] += 1;  // exact: integers in double
+    st[2 * E + 1] = entropy_sum(c->probs, N, E);
     c->n_tokens = N;
     if (ctx->comm) {
-        dist_allreduce_sum_f64(ctx->comm, st, 2 * (size_t)E + 1);
+        // Each element is summed on its own in rank order: the extra slot leaves the
+        // other sums' bits as they were.
+        dist_allreduce_sum_f64(ctx->comm, st, MOE_ROUTER_STATS(E));
         c->n_tokens = (double)N * dist_size(ctx->comm);
     }
     for (int i = 0; i < E; i++) c->counts_global[i] = (int)st[E + i];

@@ -36,6 +36,7 @@ typedef struct {
     // balance statistics of the whole batch (this rank's alone on one process)
     int *counts_global; // (E) tokens routed to each expert
     double n_tokens;
+    double dropped_global;  // assignments dropped over the whole batch (capacity)
     double *stats;      // (2E+1) prob sums, counts, Σ lse²: one all-reduce
     double aux_loss;    // E · Σ_i f_i P_i, f_i = count_i/(N k), P_i = mean_t probs[t,i]
     double z_loss;      // mean_t logsumexp(logits_t)²
@@ -73,9 +74,15 @@ void moe_router_scratch_layout(moe_router_scratch *scr, bg_arena *arena, const m
 
 // For gates that cache probs and lse: counts from topk_idx, then the statistics summed
 // over ctx->comm (a fixed rank order: the same bits on every rank), counts_global,
-// n_tokens and both losses.
+// n_tokens and both losses. stats holds E prob sums, E counts, Σ lse², and one more
+// slot, Σ over tokens of the probabilities' entropy (routing health, not a loss):
+// MOE_ROUTER_STATS(E) doubles.
+#define MOE_ROUTER_STATS(E) (2 * (size_t)(E) + 2)
 void moe_router_balance_statistics(moe_router_cache *c, const moe_router_ctx *ctx,
                                    const moe_shape *s, int N);
+// Σ over the batch's tokens of −Σ_i p log p of the router's probabilities, from the
+// statistics of the last forward (what moe_router_balance_statistics summed).
+double moe_router_entropy_sum(const moe_router_cache *c, const moe_shape *s);
 
 // --- topk's steps, public so tests can run them alone ---
 

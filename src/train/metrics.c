@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,6 +37,64 @@ static void json_number(FILE *f, const char *key, const char *fmt, double x) {
     else fputs("null", f);
 }
 
+// One number per MoE layer: "key":[x0,x1,...]; the field at byte offset `off` of each
+// layer's health (a double).
+static void json_layers(FILE *f, const char *key, const routing_health *h, size_t off,
+                        const char *fmt) {
+    fprintf(f, ",\"%s\":[", key);
+    for (int i = 0; i < h->n_layers; i++) {
+        double x = *(const double *)((const char *)&h->layers[i] + off);
+        if (i) fputc(',', f);
+        if (isfinite(x)) fprintf(f, fmt, x);
+        else fputs("null", f);
+    }
+    fputc(']', f);
+}
+
+static void json_routing_health(FILE *f, const routing_health *h) {
+#define HEALTH_FIELD(key, member, fmt) \
+    json_layers(f, key, h, offsetof(routing_layer_health, member), fmt)
+    HEALTH_FIELD("load_min", stats.load_min, "%.0f");
+    HEALTH_FIELD("load_max", stats.load_max, "%.0f");
+    HEALTH_FIELD("load_cv", stats.load_cv, "%.4f");
+    HEALTH_FIELD("max_over_mean", stats.max_over_mean, "%.4f");
+    HEALTH_FIELD("drop_frac", stats.drop_frac, "%.6g");
+    HEALTH_FIELD("router_entropy", stats.router_entropy, "%.4f");
+    HEALTH_FIELD("leave_node_frac", leave_node_frac, "%.4f");
+#undef HEALTH_FIELD
+    fputs(",\"dead_experts\":[", f);
+    for (int i = 0; i < h->n_layers; i++) fprintf(f, "%s%d", i ? "," : "", h->layers[i].dead_experts);
+    fputc(']', f);
+    // The bias gate's per-expert biases, one list per MoE layer (null where a layer has none).
+    int any_bias = 0;
+    for (int i = 0; i < h->n_layers; i++) any_bias |= h->layers[i].bias != NULL;
+    if (!any_bias) return;
+    fputs(",\"router_bias\":[", f);
+    for (int i = 0; i < h->n_layers; i++) {
+        const float *b = h->layers[i].bias;
+        if (i) fputc(',', f);
+        if (!b) {
+            fputs("null", f);
+            continue;
+        }
+        fputc('[', f);
+        for (int e = 0; e < h->experts; e++) fprintf(f, "%s%.6g", e ? "," : "", b[e]);
+        fputc(']', f);
+    }
+    fputc(']', f);
+}
+
+// " | max/mean 1.23 | drop 0.0% | dead 0": the worst layer's balance and drops, and the
+// dead experts of all layers.
+static void routing_summary(char *buf, size_t n, const routing_health *h) {
+    if (!h || h->n_layers == 0) {
+        buf[0] = '\0';
+        return;
+    }
+    snprintf(buf, n, " | max/mean %.2f | drop %.1f%% | dead %d", h->worst_max_over_mean,
+             100 * h->worst_drop_frac, h->dead_total);
+}
+
 void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
     if (s->quiet) return;
     if (s->log) {
@@ -61,6 +120,7 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
             first = 0;
         }
         fputc(']', s->log);
+        if (m->routing && m->routing->n_layers > 0) json_routing_health(s->log, m->routing);
         if (m->ranks > 1)
             fprintf(s->log,
                     ",\"ranks\":%d,\"a2a_bytes_intra\":%.0f,\"a2a_bytes_inter\":%.0f,"
@@ -72,13 +132,14 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
         fputs("}\n", s->log);
         fflush(s->log);
     }
-    char eta[32];
+    char eta[32], routing[96];
     format_duration(eta, sizeof eta, m->eta_seconds);
+    routing_summary(routing, sizeof routing, m->routing);
     int digits = snprintf(NULL, 0, "%ld", m->total_steps);
     if (s->tty) {
-        printf("\r\033[Kstep %*ld/%ld | loss %.4f | aux %.4f | %.0f tok/s | %.1f GFLOP/s | ETA %s",
-               digits, m->step, m->total_steps, m->loss, m->aux_loss, m->tokens_per_s, m->gflops,
-               eta);
+        printf("\r\033[Kstep %*ld/%ld | loss %.4f | aux %.4f%s | %.0f tok/s | %.1f GFLOP/s | ETA %s",
+               digits, m->step, m->total_steps, m->loss, m->aux_loss, routing, m->tokens_per_s,
+               m->gflops, eta);
         s->line_open = 1;
         if (m->step == m->total_steps) {
             putchar('\n');
@@ -86,9 +147,9 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
         }
         fflush(stdout);
     } else if (m->step % s->print_every == 0 || m->step == 1 || m->step == m->total_steps) {
-        printf("step %*ld/%ld | loss %.4f | aux %.4f | %.0f tok/s | %.1f GFLOP/s | ETA %s\n",
-               digits, m->step, m->total_steps, m->loss, m->aux_loss, m->tokens_per_s, m->gflops,
-               eta);
+        printf("step %*ld/%ld | loss %.4f | aux %.4f%s | %.0f tok/s | %.1f GFLOP/s | ETA %s\n",
+               digits, m->step, m->total_steps, m->loss, m->aux_loss, routing, m->tokens_per_s,
+               m->gflops, eta);
         fflush(stdout);
     }
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "model/model.h"
+#include "train/routing_health.h"
 
 typedef struct {
     long step, total_steps;
@@ -16,6 +17,7 @@ typedef struct {
     int fp16;                   // dynamic loss scaling: the two fields below are logged
     double loss_scale;          // the scale this step ran at
     int skipped;                // its gradients overflowed: no update
+    const routing_health *routing;  // MoE layers' routing health; NULL: not reported
 } step_metrics;
 
 typedef struct {

@@ -15,6 +15,7 @@ typedef struct {
     const char *data_path;
     const char *val_path;       // NULL: no evaluation
     const char *log_path;       // NULL: no JSON Lines log
+    long dead_window;           // an expert is dead after this many steps without a token
     int batch_size, seq_len;
     long steps;
     float lr, min_lr;           // cosine decays from lr to min_lr

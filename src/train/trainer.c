@@ -9,6 +9,7 @@
 #include "train/grad_norm.h"
 #include "train/grad_sync.h"
 #include "train/metrics.h"
+#include "train/routing_health.h"
 #include "train/schedule.h"
 
 #include <errno.h>
@@ -34,6 +35,7 @@ void train_options_defaults(train_options *o) {
     o->dtype = BG_FP32;
     o->loss_scale_init = 65536.0f;  // 2^16, as PyTorch's GradScaler
     o->loss_scale_window = 1000;
+    o->dead_window = 100;
 }
 
 static int validate(const train_options *o) {
@@ -48,6 +50,7 @@ static int validate(const train_options *o) {
     if (!(o->clip >= 0)) return bg_error("--clip must be >= 0 (0 disables clipping)");
     if (o->eval_every < 0) return bg_error("--eval-every must be >= 0");
     if (o->eval_batches <= 0) return bg_error("--eval-batches must be positive");
+    if (o->dead_window <= 0) return bg_error("--dead-window must be positive, got %ld", o->dead_window);
     if (o->threads < 0) return bg_error("--threads must be positive");
     if (o->expert_parallel < 0) return bg_error("--expert-parallel must be positive");
     if (o->ranks_per_node < 0) return bg_error("--ranks-per-node must be positive");
@@ -430,6 +433,15 @@ int trainer_run(const train_options *o, int *report) {
         metrics_note(&sink, "val loss %s: %.4f", tr.step ? "at resume" : "before training", v);
     }
     if (P > 1) dist_layout_traffic_reset(&tr.layout);
+    routing_health health;
+    rc = routing_health_init(&health, &tr.m, P > 1 ? &tr.layout : NULL, o->dead_window, tr.step);
+    if (agree(&tr, rc) != BG_OK) {
+        *report = tr.report_error;
+        if (rc == BG_OK) routing_health_free(&health);
+        metrics_close(&sink);
+        trainer_free(&tr);
+        return TRAIN_FAILED;
+    }
 
     double t_start = bg_now(), train_seconds = 0;
     long first_step = tr.step;
@@ -446,9 +458,13 @@ int trainer_run(const train_options *o, int *report) {
             .step_seconds = dt,
             .eta_seconds = train_seconds / (tr.step - first_step) * (o->steps - tr.step),
             .ranks = P, .fp16 = o->dtype == BG_FP16, .loss_scale = tr.skipped_at > 0 ? tr.skipped_at : tr.loss_scale,
-            .skipped = tr.skipped_at > 0,
+            .skipped = tr.skipped_at > 0, .routing = &health,
         };
         step_traffic(&tr, &sm);
+        // After the step's traffic was read: its one all-reduce is the metrics', not the
+        // step's, so the counters forget it.
+        routing_health_update(&health, &tr.m, P > 1 ? &tr.layout : NULL, tr.step);
+        if (P > 1) dist_layout_traffic_reset(&tr.layout);
         metrics_step(&sink, &sm, &tr.m);
         if (tr.skipped_at > 0)
             metrics_note(&sink, "step %ld: fp16 gradients overflowed at loss scale %g: step skipped, loss scale now %g",
@@ -491,6 +507,7 @@ int trainer_run(const train_options *o, int *report) {
                      flops_per_step * done / train_seconds / 1e9);
     }
     metrics_close(&sink);
+    routing_health_free(&health);
     trainer_free(&tr);
     return rc;
 }

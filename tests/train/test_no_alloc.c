@@ -15,6 +15,7 @@
 
 #include "kernels/kernels.h"
 #include "test_util.h"
+#include "train/routing_health.h"
 #include "train_fixture.h"
 
 extern void *__libc_malloc(size_t);
@@ -121,7 +122,7 @@ void *memalign(size_t a, size_t n) {
     return __libc_memalign(a, n);
 }
 
-// Two warm-up steps, then five counted ones. batch 40 x 32 = 1280 tokens runs the
+// Two warm-up steps, then five counted ones (each with its routing health). batch 40 x 32 = 1280 tokens runs the
 // fused LM head (chunks of 1024 + 256 rows); 8 x 32 the unfused one. Under ctest's
 // OMP_NUM_THREADS=2 the fixture's 4 experts run one per thread; ctest's
 // train/test_no_alloc_threads runs this again with 3 threads, under which they run one
@@ -134,13 +135,20 @@ static void check(const train_fixture *f, int batch, bg_dtype dtype, const char 
     o.dtype = dtype;
     trainer tr;
     TU_CHECK(trainer_init(&tr, &o) == BG_OK, "init: %s", bg_last_error());
+    // The routing health the trainer gathers after every step allocates only here.
+    routing_health health;
+    TU_CHECK(routing_health_init(&health, &tr.m, NULL, 100, 0) == BG_OK, "health: %s", bg_last_error());
     trainer_step(&tr);
     trainer_step(&tr);
     long primitives = matmul_primitives_created(tr.m.kernels);
     allocations = in_gemm_allocations = gemm_calls = 0;
     counting = 1;
-    for (int i = 0; i < 5; i++) trainer_step(&tr);
+    for (int i = 0; i < 5; i++) {
+        trainer_step(&tr);
+        routing_health_update(&health, &tr.m, NULL, tr.step);
+    }
     counting = 0;
+    routing_health_free(&health);
     primitives = matmul_primitives_created(tr.m.kernels) - primitives;
     printf("%s: 5 steady-state steps: %ld heap allocations outside GEMMs; %ld inside oneDNN over %ld GEMM "
            "calls; %ld primitives created\n",
