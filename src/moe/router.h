@@ -36,6 +36,7 @@ typedef struct {
     // balance statistics of the whole batch (this rank's alone on one process)
     int *counts_global; // (E) tokens routed to each expert
     double n_tokens;
+    double dropped_global;  // assignments dropped over the whole batch (capacity)
     double *stats;      // (2E+1) prob sums, counts, Σ lse²: one all-reduce
     double aux_loss;    // E · Σ_i f_i P_i, f_i = count_i/(N k), P_i = mean_t probs[t,i]
     double z_loss;      // mean_t logsumexp(logits_t)²
@@ -49,6 +50,9 @@ typedef struct {
 
 typedef struct moe_router {
     const char *name;
+    // 1: every worker receives exactly N·k rows (the gate balances them itself), so
+    // the expert-parallel receive buffers are sized N·k.
+    int balanced_rows;
     // Bytes of state the gate keeps across steps (e.g. per-expert biases), 0: none.
     size_t (*state_size)(const moe_shape *s);
     // inp (N,C), gate (E,C) → the cache: ids, weights, statistics and (unscaled) losses.

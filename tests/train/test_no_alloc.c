@@ -134,12 +134,12 @@ static void check(const train_fixture *f, int batch, bg_dtype dtype, const char 
     o.dtype = dtype;
     trainer tr;
     TU_CHECK(trainer_init(&tr, &o) == BG_OK, "init: %s", bg_last_error());
-    trainer_step(&tr);
-    trainer_step(&tr);
+    fixture_step(&tr);
+    fixture_step(&tr);
     long primitives = matmul_primitives_created(tr.m.kernels);
     allocations = in_gemm_allocations = gemm_calls = 0;
     counting = 1;
-    for (int i = 0; i < 5; i++) trainer_step(&tr);
+    for (int i = 0; i < 5; i++) fixture_step(&tr);
     counting = 0;
     primitives = matmul_primitives_created(tr.m.kernels) - primitives;
     printf("%s: 5 steady-state steps: %ld heap allocations outside GEMMs; %ld inside oneDNN over %ld GEMM "
