@@ -61,6 +61,10 @@ int cmd_eval(int argc, char **argv) {
         loader_free(&loader);
         goto bad_shard;
     }
+    if (model_check_routing_groups(&m.cfg, B, T) != BG_OK) {
+        loader_free(&loader);
+        goto bad_shard;
+    }
     size_t available = loader.windows / (size_t)B;
     if (!batches || (size_t)batches > available) batches = (int)available;
 
@@ -73,7 +77,9 @@ int cmd_eval(int argc, char **argv) {
     for (int i = 0; i < batches; i++) {
         for (int b = 0; b < B; b++, w++)
             loader_window(&loader, w, inputs + (size_t)b * T, targets + (size_t)b * T);
-        model_forward(&m, inputs, targets);
+        // One process: no exchange, nothing that can stop the forward.
+        int ok = model_forward(&m, inputs, targets);
+        BG_ASSERT(ok == BG_OK);
         sum += m.loss;
     }
     double loss = sum / batches, dt = bg_now() - t0;

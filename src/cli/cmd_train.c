@@ -47,6 +47,7 @@ int cmd_train(int argc, char **argv) {
         {"ranks-per-node", ARG_INT, &o.ranks_per_node, 0, "treat every R ranks as one node (default: real nodes)"},
         {"a2a", ARG_STR, &a2a, 0, "token exchange: flat or hierarchical (default flat)"},
         {"a2a-chunks", ARG_INT, &o.a2a_chunks, 0, "overlap the exchange with expert compute in C chunks"},
+        {"max-expert-rows", ARG_LONG, &o.max_expert_rows, 0, "dropless MoE: stop when a rank would receive more expert rows in a step (default 8x batch-size x seq-len x k)"},
         {"dtype", ARG_STR, &dtype, 0, "GEMM precision: fp32, bf16 or fp16 (loss-scaled); default fp32"},
         {"loss-scale", ARG_FLOAT, &o.loss_scale_init, 0, "fp16: initial loss scale (default 65536)"},
         {"loss-scale-window", ARG_LONG, &o.loss_scale_window, 0, "fp16: double the scale after N good steps (default 1000)"},

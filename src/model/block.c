@@ -1,5 +1,6 @@
 // The attention and feed-forward blocks of a layer (see block.h).
 #include "model/block.h"
+#include "core/error.h"
 
 #include "kernels/kernels.h"
 
@@ -44,17 +45,19 @@ void block_attention_backward(kernel_ctx *kc, model_acts *a, layer_params *gp, c
                         la->ln1_mean, la->ln1_rstd, N);
 }
 
-void block_ffn_forward(kernel_ctx *kc, float *x_next, layer_acts *la, const layer_params *lp,
-                       const model_config *c, const moe_shape *ms, const moe_router_ctx *rc,
-                       int N) {
+int block_ffn_forward(kernel_ctx *kc, float *x_next, layer_acts *la, const layer_params *lp,
+                      const model_config *c, const moe_shape *ms, const moe_router_ctx *rc,
+                      int N) {
     const int C = c->hidden_size;
     block_norm_forward(c, la->ln2, la->ln2_mean, la->ln2_rstd, la->x2, lp->ln2_w, lp->ln2_b, N);
-    if (lp->is_moe)
-        moe_forward(kc, la->ffn_out, &la->moe, la->ln2, &lp->moe, rc, ms, N);
-    else
+    if (lp->is_moe) {
+        if (moe_forward(kc, la->ffn_out, &la->moe, la->ln2, &lp->moe, rc, ms, N) != BG_OK)
+            return BG_ERR;
+    } else
         ffn_forward(kc, la->ffn_out, la->ffn_h, la->ffn_a, la->ln2, lp->ffn_in, lp->ffn_out, N, C,
                     c->intermediate_size, c->hidden_act);
     residual_forward(x_next, la->x2, la->ffn_out, (size_t)N * C);
+    return BG_OK;
 }
 
 void block_ffn_backward(kernel_ctx *kc, model_acts *a, layer_params *gp, const layer_acts *la,

@@ -47,9 +47,10 @@ void block_attention_backward(kernel_ctx *kc, model_acts *a, layer_params *gp, c
 // Reads la->x2; writes x_next (N,C) (the next layer's input) and keeps ln2, ln2_mean,
 // ln2_rstd, the FFN's caches (ffn_h and ffn_a, or moe) and ffn_out for backward.
 // rc: the MoE router's view of this layer and batch (unused by a dense FFN).
-void block_ffn_forward(kernel_ctx *kc, float *x_next, layer_acts *la, const layer_params *lp,
-                       const model_config *c, const moe_shape *ms, const moe_router_ctx *rc,
-                       int N);
+// BG_ERR when the MoE layer's dispatch stopped the step (moe_forward).
+int block_ffn_forward(kernel_ctx *kc, float *x_next, layer_acts *la, const layer_params *lp,
+                      const model_config *c, const moe_shape *ms, const moe_router_ctx *rc,
+                      int N);
 // a->d_resid (N,C): d(x_next) in, d(x2) out. gp +=. a's d_ln, d_ffn_a, d_ffn_h and
 // moe_scr are workspace.
 void block_ffn_backward(kernel_ctx *kc, model_acts *a, layer_params *gp, const layer_acts *la,

@@ -35,6 +35,7 @@ static void gen_layout(gen_state *g, bg_arena *ar) {
     r->ffn_a = any_dense ? BG_ARENA_NEW(ar, float, c->intermediate_size) : NULL;
     if (any_moe) {
         moe_shape ms = model_moe_shape(c, NULL);
+        ms.routing.group_tokens = 0;  // one token: its own routing group, never dropped
         moe_acts_layout(&r->moe, ar, &ms, 1);
     }
     g->scores = BG_ARENA_NEW(ar, float, NH * T);
@@ -87,6 +88,7 @@ const float *gen_step(gen_state *g, int token) {
     const int L = c->num_hidden_layers, t = g->pos, half = C / NH / 2;
     BG_ASSERT(t < g->T_max && token >= 0 && token < V);
     moe_shape ms = model_moe_shape(c, NULL);
+    ms.routing.group_tokens = 0;  // as laid out: one token is one routing group
     block_attention_core core = {.forward = attention_decode, .backward = NULL, .ctx = g};
     layer_acts *r = &g->row;
 
@@ -101,7 +103,9 @@ const float *gen_step(gen_state *g, int token) {
         block_attention_forward(m->kernels, r, lp, c, &core, l, rope_cos, rope_sin, 1, 1);
         // the router sees this one token; one process, its index in the batch is its position
         moe_router_ctx rc = {.seed = m->seed, .step = m->step, .layer = l, .first_token = t};
-        block_ffn_forward(m->kernels, r->x, r, lp, c, &ms, &rc, 1);
+        // One process, one row: no exchange, so nothing can stop the step.
+        int ok = block_ffn_forward(m->kernels, r->x, r, lp, c, &ms, &rc, 1);
+        BG_ASSERT(ok == BG_OK);
     }
     block_norm_forward(c, r->ln1, r->ln1_mean, r->ln1_rstd, r->x, m->w.lnf_w, m->w.lnf_b, 1);
     matmul_forward(m->kernels, g->logits, r->ln1, m->w.lm_head, 1, C, V);

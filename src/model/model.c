@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "comm/dist.h"
 #include "kernels/kernels.h"
+#include "moe/capacity.h"
 
 #include <string.h>
 
@@ -154,12 +155,35 @@ static void acts_layout(model_acts *a, bg_arena *ar, const model *m, int B, int 
     if (any_moe) moe_scratch_layout(&a->moe_scr, ar, &ms, N);
 }
 
+int model_check_routing_groups(const model_config *c, int B, int T) {
+    long G = c->routing_group_tokens > 0 ? c->routing_group_tokens : T, N = (long)B * T;
+    if (c->num_local_experts > 0 && c->capacity_factor > 0 && N % G != 0)
+        return bg_error("routing_group_tokens %ld does not divide a rank's batch of %ld tokens "
+                        "(--batch-size %d x --seq-len %d): capacity is per whole group",
+                        G, N, B, T);
+    return BG_OK;
+}
+
+// The heap buffers of dropless expert parallelism, grown by the MoE layers.
+static void free_grown_rows(model *m) {
+    if (!m->acts.layers) return;
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++)
+        if (model_layer_is_moe(&m->cfg, l)) moe_acts_free(&m->acts.layers[l].moe);
+    moe_scratch_free(&m->acts.moe_scr);  // zeroed when no layer is MoE: a no-op
+}
+
 void model_prepare(model *m, int B, int T) {
     const model_config *c = &m->cfg;
     BG_ASSERT(B > 0 && T > 0 && T <= c->max_position_embeddings);
+    BG_ASSERT(model_check_routing_groups(c, B, T) == BG_OK);
+    free_grown_rows(m);
     bg_arena_free(&m->arena);
     free(m->acts.layers);
     m->acts.layers = bg_calloc((size_t)c->num_hidden_layers, sizeof(layer_acts));
+    if (m->par) {  // the dropless limit: 8x the balanced share unless set
+        long share = (long)B * T * c->num_experts_per_tok;
+        m->moe_par.max_rows = m->par->max_expert_rows > 0 ? m->par->max_expert_rows : 8 * share;
+    }
     bg_arena measure;
     bg_arena_init(&measure, 0);
     acts_layout(&m->acts, &measure, m, B, T);
@@ -171,6 +195,7 @@ void model_prepare(model *m, int B, int T) {
 }
 
 void model_free(model *m) {
+    free_grown_rows(m);
     bg_arena_free(&m->arena);
     free(m->acts.layers);
     model_params_free(&m->w);
@@ -223,7 +248,7 @@ static block_attention_core attention_sequence(model *m) {
                                   .ctx = m};
 }
 
-void model_forward(model *m, const int *inputs, const int *targets) {
+int model_forward(model *m, const int *inputs, const int *targets) {
     const model_config *c = &m->cfg;
     model_acts *a = &m->acts;
     int B = a->B, T = a->T, N = a->N, C = c->hidden_size, V = c->vocab_size;
@@ -242,7 +267,7 @@ void model_forward(model *m, const int *inputs, const int *targets) {
         float *x_next = l + 1 < L ? a->layers[l + 1].x : a->x_final;
         block_attention_forward(m->kernels, la, lp, c, &core, l, a->rope_cos, a->rope_sin, B, T);
         moe_router_ctx rc = layer_router_ctx(m, l, N);
-        block_ffn_forward(m->kernels, x_next, la, lp, c, &ms, &rc, N);
+        if (block_ffn_forward(m->kernels, x_next, la, lp, c, &ms, &rc, N) != BG_OK) return BG_ERR;
         if (lp->is_moe) {
             const moe_router_cache *rt = &la->moe.router;
             aux += rt->aux_loss;
@@ -260,7 +285,7 @@ void model_forward(model *m, const int *inputs, const int *targets) {
     m->router_objective = objective_router;
     if (!targets) {
         m->loss = m->loss_sum = m->objective = 0.0;
-        return;
+        return BG_OK;
     }
     memcpy(a->targets, targets, sizeof(int) * N);
     if (!a->lm_fused) {
@@ -286,6 +311,7 @@ void model_forward(model *m, const int *inputs, const int *targets) {
     m->loss_sum = sum;
     m->loss = sum / (double)N;
     m->objective = m->loss + objective_router;
+    return BG_OK;
 }
 
 void model_logits(const model *m, float *logits, int row0, int rows) {
@@ -339,6 +365,20 @@ void model_backward(model *m) {
 const int *model_expert_counts(const model *m, int layer) {
     if (!model_layer_is_moe(&m->cfg, layer)) return NULL;
     return m->acts.layers[layer].moe.router.counts_global;
+}
+
+void model_expert_rows(const model *m, long *bound, long *limit, long *hwm, long *alloc) {
+    *bound = *limit = *hwm = *alloc = 0;
+    if (m->cfg.num_local_experts == 0 || !m->acts.layers) return;
+    moe_shape ms = layer_moe_shape(m);
+    *bound = (long)moe_expert_rows_bound(&ms, m->acts.N);
+    *limit = *bound ? *bound : m->moe_par.max_rows;
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
+        if (!model_layer_is_moe(&m->cfg, l)) continue;
+        const moe_expert_cache *ec = &m->acts.layers[l].moe.experts;
+        if (ec->rows_hwm > *hwm) *hwm = ec->rows_hwm;
+        if ((long)ec->rows_alloc > *alloc) *alloc = (long)ec->rows_alloc;
+    }
 }
 
 double model_flops_per_token(const model_config *c, int T) {

@@ -18,6 +18,9 @@ typedef struct {
     dist_layout *layout;
     int a2a_algo;               // enum dist_a2a_algo
     int a2a_chunks;             // >1: overlap the trip to the experts with their compute
+    // Dropless: the most expert rows a rank may receive in a step before the run stops
+    // (model_forward fails); 0: 8x the balanced share N·k (N: the rank's tokens).
+    long max_expert_rows;
 } model_parallel;
 
 // How attention is computed; both give the same results up to float rounding. Flash is
@@ -85,14 +88,25 @@ void model_init(model *m, const model_config *cfg, uint64_t seed);
 void model_init_parallel(model *m, const model_config *cfg, uint64_t seed,
                          const model_parallel *par);
 // Lays out the activation arena for batches of (B,T); T <= max_position_embeddings.
+// With a capacity, B·T must be whole routing groups (model_check_routing_groups).
 void model_prepare(model *m, int B, int T);
+// BG_ERR naming routing_group_tokens and the batch when a rank's B·T tokens are not
+// whole routing groups (capacity is defined per group, which must not span ranks).
+int model_check_routing_groups(const model_config *cfg, int B, int T);
+// The MoE layers' expert rows on this rank: *bound the rows the buffers were sized
+// for (0: dropless expert parallelism, grown on demand up to *limit), *hwm the most
+// rows received in one forward so far, *alloc the rows the grown buffers hold.
+void model_expert_rows(const model *m, long *bound, long *limit, long *hwm, long *alloc);
 void model_free(model *m);
 
 // inputs/targets (B,T) token ids < vocab_size (checked by the data layer).
 // targets may be NULL: logits only (no loss), in m->acts.logits unless the LM head is
 // fused (then model_logits). With the fused LM head and targets, the forward also
 // computes the LM head's gradients for model_backward (unless opt.no_grad).
-void model_forward(model *m, const int *inputs, const int *targets);
+// BG_ERR, on every rank alike, when a dropless MoE layer would send some rank more than
+// max_expert_rows rows (bg_error names layer, step, rows and remedies); the forward's
+// results are unusable then.
+int model_forward(model *m, const int *inputs, const int *targets);
 // logits (rows,V) of token rows row0..row0+rows-1 of the last model_forward (the
 // final norm's output is kept, so this works in every mode and after backward).
 void model_logits(const model *m, float *logits, int row0, int rows);

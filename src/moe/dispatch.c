@@ -1,4 +1,5 @@
-// Dispatch plan, permute and combine for the dropless MoE layer.
+// Dispatch plan, permute and combine for the MoE layer. A dropped (token, slot)
+// (topk_idx -1) has no row: row_of -1, skipped by every pass.
 #include "moe/dispatch.h"
 
 #include "core/error.h"
@@ -14,8 +15,8 @@ void moe_dispatch_plan(int *counts, int *offsets, int *row_of, int *token_of,
     size_t NK = (size_t)N * k;
     for (size_t i = 0; i < NK; i++) {
         int e = topk_idx[i];
-        BG_ASSERT(e >= 0 && e < E);
-        counts[e]++;
+        BG_ASSERT(e >= -1 && e < E);
+        if (e >= 0) counts[e]++;
     }
     offsets[0] = 0;
     for (int e = 0; e < E; e++) offsets[e + 1] = offsets[e] + counts[e];
@@ -23,6 +24,10 @@ void moe_dispatch_plan(int *counts, int *offsets, int *row_of, int *token_of,
     // advanced to the old offsets[e+1], so shifting right by one restores the table.
     for (size_t i = 0; i < NK; i++) {
         int e = topk_idx[i];
+        if (e < 0) {
+            row_of[i] = -1;
+            continue;
+        }
         int r = offsets[e]++;
         row_of[i] = r;
         token_of[r] = (int)(i / (size_t)k);
@@ -45,7 +50,9 @@ void moe_permute_backward(float *dinp, const float *dx_perm, const int *row_of, 
     for (int t = 0; t < N; t++) {
         float *d = dinp + (size_t)t * C;
         for (int j = 0; j < k; j++) {
-            const float *g = dx_perm + (size_t)row_of[(size_t)t * k + j] * C;
+            int r = row_of[(size_t)t * k + j];
+            if (r < 0) continue;
+            const float *g = dx_perm + (size_t)r * C;
             for (int c = 0; c < C; c++) d[c] += g[c];
         }
     }
@@ -57,8 +64,10 @@ void moe_combine_forward(float *out, const float *y_perm, const float *topk_w,
     for (int t = 0; t < N; t++) {
         float *o = out + (size_t)t * C;
         for (int j = 0; j < k; j++) {
+            int r = row_of[(size_t)t * k + j];
+            if (r < 0) continue;
             float w = topk_w[(size_t)t * k + j];
-            const float *y = y_perm + (size_t)row_of[(size_t)t * k + j] * C;
+            const float *y = y_perm + (size_t)r * C;
             for (int c = 0; c < C; c++) o[c] += w * y[c];
         }
     }
@@ -72,6 +81,10 @@ void moe_combine_backward(float *dy_perm, float *dtopk_w, const float *dout,
         const float *g = dout + (size_t)t * C;
         for (int j = 0; j < k; j++) {
             size_t i = (size_t)t * k + j;
+            if (row_of[i] < 0) {
+                dtopk_w[i] = 0.0f;  // dropped: the weight did not reach the output
+                continue;
+            }
             float w = topk_w[i];
             const float *y = y_perm + (size_t)row_of[i] * C;
             float *dy = dy_perm + (size_t)row_of[i] * C;

@@ -3,7 +3,9 @@
 #include "moe/dispatcher.h"
 
 #include "comm/dist.h"
+#include "core/error.h"
 #include "kernels/kernels.h"
+#include "moe/capacity.h"
 #include "moe/dispatch.h"
 
 #include <stddef.h>
@@ -16,9 +18,15 @@ static void local_layout(moe_dispatch_cache *dc, moe_exchange_cache *xc, bg_aren
     dc->offsets = BG_ARENA_NEW(arena, int, E + 1);
     dc->row_of = BG_ARENA_NEW(arena, int, NK);
     dc->token_of = BG_ARENA_NEW(arena, int, NK);
-    // Dropless: exactly N·k permuted rows, whatever the routing.
+    // At most N·k permuted rows (exactly that many without drops).
     dc->x_perm = BG_ARENA_NEW(arena, float, NK * C);
     dc->y_perm = BG_ARENA_NEW(arena, float, NK * C);
+    const int capacity = s->routing.capacity_factor > 0;
+    size_t Gk = (size_t)moe_routing_group_tokens(s, N) * s->k;
+    dc->gate_idx = capacity ? BG_ARENA_NEW(arena, int, NK) : NULL;
+    dc->gate_w = capacity ? BG_ARENA_NEW(arena, float, NK) : NULL;
+    dc->cap_keys = capacity ? BG_ARENA_NEW(arena, uint64_t, Gk) : NULL;
+    dc->dropped = 0;
     *xc = (moe_exchange_cache){.ep_size = 1};
 }
 
@@ -30,17 +38,19 @@ static void local_scratch_layout(moe_dispatch_scratch *ds, moe_exchange_scratch 
     *xs = (moe_exchange_scratch){0};
 }
 
-static void local_plan(moe_dispatch_cache *dc, moe_exchange_cache *xc, const int *topk_idx,
-                       const moe_shape *s, int N) {
-    (void)xc;
+static int local_plan(moe_dispatch_cache *dc, moe_exchange_cache *xc, const int *topk_idx,
+                      const moe_plan_ctx *pc, const moe_shape *s, int N) {
+    (void)xc, (void)pc;
     moe_dispatch_plan(dc->counts, dc->offsets, dc->row_of, dc->token_of, topk_idx, N, s->E,
                       s->k);
+    return BG_OK;
 }
 
 static void local_to_experts(moe_dispatch_cache *dc, moe_exchange_cache *xc, const float *inp,
                              const moe_expert_pass *pass, const moe_shape *s, int N) {
+    (void)N;  // the plan counted the rows
     (void)xc;
-    moe_permute_forward(dc->x_perm, inp, dc->token_of, N * s->k, s->C);
+    moe_permute_forward(dc->x_perm, inp, dc->token_of, dc->offsets[s->E], s->C);
     pass->run(pass->ctx, dc->y_perm, dc->x_perm, dc->offsets, s->E);
 }
 
@@ -53,8 +63,9 @@ static void local_from_experts_backward(moe_dispatch_scratch *ds, moe_exchange_s
                                         const moe_dispatch_cache *dc,
                                         const moe_exchange_cache *xc,
                                         const moe_expert_pass *pass, const moe_shape *s, int N) {
+    (void)N;  // the plan counted the rows
     (void)xs, (void)xc;
-    if (pass->accumulates) vec_zero(ds->dx_perm, (size_t)N * s->k * s->C);
+    if (pass->accumulates) vec_zero(ds->dx_perm, (size_t)dc->offsets[s->E] * s->C);
     pass->run(pass->ctx, ds->dx_perm, ds->dy_perm, dc->offsets, s->E);
 }
 
@@ -90,10 +101,42 @@ static void ep_scratch_layout(moe_dispatch_scratch *ds, moe_exchange_scratch *xs
     moe_exchange_scratch_layout(xs, arena, s, N);
 }
 
-static void ep_plan(moe_dispatch_cache *dc, moe_exchange_cache *xc, const int *topk_idx,
-                    const moe_shape *s, int N) {
-    local_plan(dc, xc, topk_idx, s, N);
-    moe_exchange_plan(xc, dc->counts, s);
+// Dropless: the rows this step sends to each rank, checked against max_rows before any
+// buffer grows, so that a router sending everything to one rank stops the run with
+// an error and not an out-of-memory kill, and every rank stops at the same layer. A
+// free test first: rank q of any expert-parallel group receives at most the world's
+// count of its experts, which every rank knows alike; only when that bound passes the
+// limit do the ranks agree on their exact rows with one max all-reduce.
+static int check_rows(const moe_exchange_cache *xc, const moe_plan_ctx *pc, const moe_shape *s) {
+    const long limit = s->par->max_rows;
+    if (!xc->grown || limit <= 0) return BG_OK;
+    const int El = moe_local_experts(s);
+    if (pc && pc->counts_global) {
+        long worst = 0;
+        for (int q = 0; q < s->par->ep_size; q++) {
+            long rows = 0;
+            for (int e = 0; e < El; e++) rows += pc->counts_global[q * El + e];
+            worst = rows > worst ? rows : worst;
+        }
+        if (worst <= limit) return BG_OK;
+    }
+    double need = xc->rows_local;
+    dist_allreduce_max_f64(pc && pc->world ? pc->world : s->par->ep_comm, &need, 1);
+    if (need <= limit) return BG_OK;
+    return bg_error("MoE layer %d, step %ld: a rank would receive %.0f expert rows, more than "
+                    "--max-expert-rows %ld; set capacity_factor in the model config, use "
+                    "router_type swipe, or raise --max-expert-rows",
+                    pc ? pc->layer : -1, pc ? pc->step + 1 : 0, need, limit);
+}
+
+static int ep_plan(moe_dispatch_cache *dc, moe_exchange_cache *xc, const int *topk_idx,
+                   const moe_plan_ctx *pc, const moe_shape *s, int N) {
+    local_plan(dc, xc, topk_idx, pc, s, N);
+    moe_exchange_counts(xc, dc->counts, s);
+    if (check_rows(xc, pc, s) != BG_OK) return BG_ERR;
+    moe_exchange_reserve(xc, s->C);
+    moe_exchange_order(xc, s);
+    return BG_OK;
 }
 
 // One trip to the experts: send (N·k,C) in permuted order lands in recv (R,C)
@@ -146,14 +189,16 @@ static ep_trip forward_trip(const moe_dispatch_cache *dc, const moe_exchange_cac
 
 static void alltoall_to_experts(moe_dispatch_cache *dc, moe_exchange_cache *xc, const float *inp,
                                 const moe_expert_pass *pass, const moe_shape *s, int N) {
-    moe_permute_forward(dc->x_perm, inp, dc->token_of, N * s->k, s->C);
+    (void)N;  // the plan counted the rows
+    moe_permute_forward(dc->x_perm, inp, dc->token_of, dc->offsets[s->E], s->C);
     ep_trip t = forward_trip(dc, xc);
     alltoall_trip(&t, xc, pass, s);
 }
 
 static void chunked_to_experts(moe_dispatch_cache *dc, moe_exchange_cache *xc, const float *inp,
                                const moe_expert_pass *pass, const moe_shape *s, int N) {
-    moe_permute_forward(dc->x_perm, inp, dc->token_of, N * s->k, s->C);
+    (void)N;  // the plan counted the rows
+    moe_permute_forward(dc->x_perm, inp, dc->token_of, dc->offsets[s->E], s->C);
     ep_trip t = forward_trip(dc, xc);
     chunked_trip(&t, xc, pass, s);
 }
@@ -172,6 +217,7 @@ static void alltoall_from_experts_backward(moe_dispatch_scratch *ds, moe_exchang
                                            const moe_expert_pass *pass, const moe_shape *s,
                                            int N) {
     (void)dc, (void)N;
+    moe_exchange_scratch_reserve(xs, xc, s->C);
     ep_trip t = {.send = ds->dy_perm, .recv = xs->ex_a, .local = xs->ex_b, .out = xs->ex_a};
     alltoall_trip(&t, xc, pass, s);
 }
@@ -182,6 +228,7 @@ static void chunked_from_experts_backward(moe_dispatch_scratch *ds, moe_exchange
                                           const moe_expert_pass *pass, const moe_shape *s,
                                           int N) {
     (void)dc, (void)N;
+    moe_exchange_scratch_reserve(xs, xc, s->C);
     ep_trip t = {.send = ds->dy_perm, .recv = xs->ex_a, .local = xs->ex_b, .out = xs->ex_c};
     chunked_trip(&t, xc, pass, s);
 }

@@ -8,20 +8,38 @@
 //             chunk is still in flight.
 // The experts run inside the trip (a chunk's experts start as soon as it arrives), so
 // the caller hands the dispatcher what to run on the rows: a moe_expert_pass.
+#include <stdint.h>
+
 #include "core/arena.h"
 #include "moe/exchange.h"
 #include "moe/moe_types.h"
 
 // The local dispatch plan and permuted rows, per layer (pointers into the arena).
-// Dropless: every token reaches its k experts, so there are always exactly N·k rows.
+// At most N·k rows: offsets[E] of them, fewer when the capacity dropped some.
 typedef struct {
     int *counts;        // (E) tokens routed to each expert on this rank
     int *offsets;       // (E+1) first row of each expert in the permuted buffers
-    int *row_of;        // (N,k) permuted row of each (token, slot)
+    int *row_of;        // (N,k) permuted row of each (token, slot), -1: dropped
     int *token_of;      // (N*k) token of each permuted row
     float *x_perm;      // (N*k,C) expert inputs, expert-contiguous
     float *y_perm;      // (N*k,C) expert outputs before the gate weights
+    // With a capacity (capacity_factor > 0; NULL otherwise):
+    int *gate_idx;      // (N,k) the gate's ids before the drops, for the gate's backward
+    float *gate_w;      // (N,k) its weights before the drops
+    uint64_t *cap_keys; // (G·k) the drop policy's workspace
+    long dropped;       // assignments dropped on this rank in the last forward
 } moe_dispatch_cache;
+
+// What the plan needs beyond the ids: to check, on every rank alike, the rows a
+// dropless step would send to one rank against moe_parallel.max_rows.
+typedef struct {
+    const int *counts_global; // (E) the world's assignments per expert (the router's),
+                              // bitwise the same on every rank; NULL: unknown
+    struct dist_comm *world;  // every rank of the batch, so that all stop together;
+                              // NULL: the expert-parallel group is the world
+    long step;                // for the error message: steps taken before this one
+    int layer;
+} moe_plan_ctx;
 
 // Backward workspace, shared by all MoE layers.
 typedef struct {
@@ -47,13 +65,15 @@ typedef struct moe_dispatcher {
     void (*scratch_layout)(moe_dispatch_scratch *ds, moe_exchange_scratch *xs, bg_arena *arena,
                            const moe_shape *s, int N);
     // topk_idx (N,k) → where every row goes (a collective under expert parallelism).
-    void (*plan)(moe_dispatch_cache *dc, moe_exchange_cache *xc, const int *topk_idx,
-                 const moe_shape *s, int N);
+    // BG_ERR, on every rank alike, when a dropless step would send some rank more
+    // than s->par->max_rows rows (bg_error names the layer, step and remedies).
+    int (*plan)(moe_dispatch_cache *dc, moe_exchange_cache *xc, const int *topk_idx,
+                const moe_plan_ctx *pc, const moe_shape *s, int N);
     // inp (N,C): each token's k rows to their experts; pass (the experts' forward) runs
     // on them there and leaves its output rows for from_experts.
     void (*to_experts)(moe_dispatch_cache *dc, moe_exchange_cache *xc, const float *inp,
                        const moe_expert_pass *pass, const moe_shape *s, int N);
-    // The experts' output rows back: dc->y_perm (N·k,C) WRITES, in permuted order.
+    // The experts' output rows back: dc->y_perm (offsets[E],C) WRITES, in permuted order.
     void (*from_experts)(moe_dispatch_cache *dc, moe_exchange_cache *xc, const moe_shape *s,
                          int N);
     // Backward of from_experts: ds->dy_perm (N·k,C) to the experts; pass (the experts'

@@ -1,8 +1,10 @@
 #include "moe/exchange.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "moe/capacity.h"
 #include "comm/dist.h"
 
 // The trip to the experts in a2a_chunks chunks, or in one.
@@ -11,35 +13,101 @@ static int exchange_chunks(const moe_shape *s) {
 }
 
 void moe_exchange_cache_layout(moe_exchange_cache *xc, bg_arena *arena, const moe_shape *s, int N) {
-    size_t C = (size_t)s->C, cap = moe_expert_rows_cap(s, N), El = (size_t)moe_local_experts(s);
+    size_t C = (size_t)s->C, El = (size_t)moe_local_experts(s);
     size_t P = (size_t)s->par->ep_size, chunks = (size_t)exchange_chunks(s);
+    size_t bound = moe_expert_rows_bound(s, N);
     xc->ep_size = (int)P;
     xc->rows_local = 0;
+    xc->rows_hwm = 0;
+    xc->rows_worst = moe_expert_rows_cap(s, N);
     xc->chunk_rows = BG_ARENA_NEW(arena, int, chunks * El * P);
     xc->recv_counts = BG_ARENA_NEW(arena, int, P * El);
     xc->send_rows = BG_ARENA_NEW(arena, int, P);
     xc->recv_rows = BG_ARENA_NEW(arena, int, P);
     xc->local_offsets = BG_ARENA_NEW(arena, int, chunks * El + 1);
-    xc->recv_to_local = BG_ARENA_NEW(arena, int, cap);
-    xc->x_recv = BG_ARENA_NEW(arena, float, cap * C);
-    xc->x_local = BG_ARENA_NEW(arena, float, cap * C);
-    xc->y_local = BG_ARENA_NEW(arena, float, cap * C);
+    xc->grown = bound == 0;
+    xc->rows_alloc = bound;
+    if (xc->grown) {
+        xc->recv_to_local = NULL;
+        xc->x_recv = xc->x_local = xc->y_local = NULL;
+        return;
+    }
+    xc->recv_to_local = BG_ARENA_NEW(arena, int, bound);
+    xc->x_recv = BG_ARENA_NEW(arena, float, bound * C);
+    xc->x_local = BG_ARENA_NEW(arena, float, bound * C);
+    xc->y_local = BG_ARENA_NEW(arena, float, bound * C);
 }
 
 void moe_exchange_scratch_layout(moe_exchange_scratch *xs, bg_arena *arena, const moe_shape *s,
                                  int N) {
-    size_t C = (size_t)s->C, cap = moe_expert_rows_cap(s, N);
-    xs->ex_a = BG_ARENA_NEW(arena, float, cap * C);
-    xs->ex_b = BG_ARENA_NEW(arena, float, cap * C);
-    xs->ex_c = exchange_chunks(s) > 1 ? BG_ARENA_NEW(arena, float, cap * C) : NULL;
+    size_t C = (size_t)s->C, bound = moe_expert_rows_bound(s, N);
+    xs->grown = bound == 0;
+    xs->rows_alloc = bound;
+    xs->chunked = exchange_chunks(s) > 1;
+    if (xs->grown) {
+        xs->ex_a = xs->ex_b = xs->ex_c = NULL;
+        return;
+    }
+    xs->ex_a = BG_ARENA_NEW(arena, float, bound * C);
+    xs->ex_b = BG_ARENA_NEW(arena, float, bound * C);
+    xs->ex_c = xs->chunked ? BG_ARENA_NEW(arena, float, bound * C) : NULL;
 }
 
-void moe_exchange_plan(moe_exchange_cache *xc, const int *counts, const moe_shape *s) {
+void moe_exchange_cache_free(moe_exchange_cache *xc) {
+    if (!xc->grown) return;
+    free(xc->recv_to_local), free(xc->x_recv), free(xc->x_local), free(xc->y_local);
+    xc->recv_to_local = NULL;
+    xc->x_recv = xc->x_local = xc->y_local = NULL;
+    xc->rows_alloc = 0;
+}
+
+void moe_exchange_scratch_free(moe_exchange_scratch *xs) {
+    if (!xs->grown) return;
+    free(xs->ex_a), free(xs->ex_b), free(xs->ex_c);
+    xs->ex_a = xs->ex_b = xs->ex_c = NULL;
+    xs->rows_alloc = 0;
+}
+
+// Rows to hold `need`: an eighth more, so that a slowly rising peak does not allocate
+// every step, but never past the worst case.
+static size_t grow_rows(size_t need, size_t worst) {
+    size_t rows = need + need / 8;
+    return rows < worst ? rows : worst > need ? worst : need;
+}
+
+void moe_exchange_reserve(moe_exchange_cache *xc, int C) {
+    size_t need = (size_t)xc->rows_local;
+    if (need <= xc->rows_alloc) return;
+    BG_ASSERT(xc->grown);  // a bound that the routing broke is a bug
+    size_t rows = grow_rows(need, xc->rows_worst);
+    moe_exchange_cache_free(xc);
+    xc->grown = 1;
+    xc->recv_to_local = bg_aligned_alloc(sizeof(int) * rows);
+    xc->x_recv = bg_aligned_alloc(sizeof(float) * rows * C);
+    xc->x_local = bg_aligned_alloc(sizeof(float) * rows * C);
+    xc->y_local = bg_aligned_alloc(sizeof(float) * rows * C);
+    xc->rows_alloc = rows;
+}
+
+void moe_exchange_scratch_reserve(moe_exchange_scratch *xs, const moe_exchange_cache *xc, int C) {
+    size_t need = (size_t)xc->rows_local;
+    if (need <= xs->rows_alloc) return;
+    BG_ASSERT(xs->grown);
+    size_t rows = grow_rows(need, xc->rows_worst);
+    moe_exchange_scratch_free(xs);
+    xs->ex_a = bg_aligned_alloc(sizeof(float) * rows * C);
+    xs->ex_b = bg_aligned_alloc(sizeof(float) * rows * C);
+    xs->ex_c = xs->chunked ? bg_aligned_alloc(sizeof(float) * rows * C) : NULL;
+    xs->rows_alloc = rows;
+}
+
+void moe_exchange_counts(moe_exchange_cache *xc, const int *counts, const moe_shape *s) {
     const moe_parallel *par = s->par;
     const int P = par->ep_size, El = moe_local_experts(s);
     // counts is expert-ordered, so rank q's slice is counts[q·El, (q+1)·El): exactly
     // the all-to-all layout.
     dist_alltoall_i32(par->ep_comm, counts, xc->recv_counts, El);
+    int total = 0;
     for (int q = 0; q < P; q++) {
         int sent = 0, got = 0;
         for (int e = 0; e < El; e++) {
@@ -48,7 +116,20 @@ void moe_exchange_plan(moe_exchange_cache *xc, const int *counts, const moe_shap
         }
         xc->send_rows[q] = sent;
         xc->recv_rows[q] = got;
+        total += got;
     }
+    xc->rows_local = total;
+    if (total > xc->rows_hwm) xc->rows_hwm = total;
+}
+
+void moe_exchange_plan(moe_exchange_cache *xc, const int *counts, const moe_shape *s) {
+    moe_exchange_counts(xc, counts, s);
+    moe_exchange_reserve(xc, s->C);
+    moe_exchange_order(xc, s);
+}
+
+void moe_exchange_order(moe_exchange_cache *xc, const moe_shape *s) {
+    const int P = s->par->ep_size, El = moe_local_experts(s);
     const int n = exchange_chunks(s);
     // Rows of each (chunk j, local expert e, source q): a source's block holds its
     // experts in order, and chunk j takes rows [lo_j, lo_{j+1}) of the block.
@@ -88,7 +169,7 @@ void moe_exchange_plan(moe_exchange_cache *xc, const int *counts, const moe_shap
             }
         }
     }
-    xc->rows_local = r;
+    BG_ASSERT(r == xc->rows_local);
     BG_ASSERT(r == xc->local_offsets[n * El]);
 }
 

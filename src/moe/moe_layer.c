@@ -2,12 +2,16 @@
 // plus the always-on shared experts. Backward is the same list reversed.
 #include "moe/moe_layer.h"
 
+#include "comm/dist.h"
 #include "core/error.h"
 #include "kernels/kernels.h"
+#include "moe/capacity.h"
 #include "moe/dispatch.h"
 #include "moe/experts.h"
 
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 static const moe_router *router_of(const moe_shape *s) {
     BG_ASSERT(s->router);
@@ -22,10 +26,13 @@ static const moe_dispatcher *dispatcher_of(const moe_shape *s) {
 
 static void expert_cache_layout(moe_expert_cache *c, bg_arena *arena, const moe_shape *s, int N) {
     size_t n = (size_t)N, F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F);
-    size_t S = (size_t)s->S, cap = moe_expert_rows_cap(s, N);
+    size_t S = (size_t)s->S, bound = moe_expert_rows_bound(s, N);
     c->x = NULL;
-    c->h = BG_ARENA_NEW(arena, float, cap * U);
-    c->a = BG_ARENA_NEW(arena, float, cap * F);
+    c->grown = bound == 0;
+    c->rows_alloc = bound;
+    c->rows_hwm = 0;
+    c->h = bound ? BG_ARENA_NEW(arena, float, bound * U) : NULL;
+    c->a = bound ? BG_ARENA_NEW(arena, float, bound * F) : NULL;
     c->sh_h = S ? BG_ARENA_NEW(arena, float, S * n * U) : NULL;
     c->sh_a = S ? BG_ARENA_NEW(arena, float, S * n * F) : NULL;
 }
@@ -39,13 +46,72 @@ void moe_acts_layout(moe_acts *acts, bg_arena *arena, const moe_shape *s, int N)
 void moe_scratch_layout(moe_scratch *scr, bg_arena *arena, const moe_shape *s, int N) {
     size_t n = (size_t)N, NK = n * s->k;
     size_t F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F);
-    size_t cap = moe_expert_rows_cap(s, N);
-    size_t rows = cap > n ? cap : n;  // dh / da serve the routed experts and the shared ones
+    size_t bound = moe_expert_rows_bound(s, N);
+    size_t rows = bound > n ? bound : n;  // dh / da serve the routed experts and the shared ones
     moe_router_scratch_layout(&scr->router, arena, s, N);
     scr->dtopk_w = BG_ARENA_NEW(arena, float, NK);
     dispatcher_of(s)->scratch_layout(&scr->dispatch, &scr->exchange, arena, s, N);
-    scr->dh = BG_ARENA_NEW(arena, float, rows * U);
-    scr->da = BG_ARENA_NEW(arena, float, rows * F);
+    scr->grown = bound == 0;
+    scr->rows_alloc = scr->grown ? 0 : rows;
+    scr->dh = scr->grown ? NULL : BG_ARENA_NEW(arena, float, rows * U);
+    scr->da = scr->grown ? NULL : BG_ARENA_NEW(arena, float, rows * F);
+}
+
+void moe_acts_free(moe_acts *acts) {
+    moe_expert_cache *c = &acts->experts;
+    if (c->grown) {
+        free(c->h), free(c->a);
+        c->h = c->a = NULL;
+        c->rows_alloc = 0;
+    }
+    moe_exchange_cache_free(&acts->exchange);
+}
+
+void moe_scratch_free(moe_scratch *scr) {
+    if (scr->grown) {
+        free(scr->dh), free(scr->da);
+        scr->dh = scr->da = NULL;
+        scr->rows_alloc = 0;
+    }
+    moe_exchange_scratch_free(&scr->exchange);
+}
+
+// Dropless expert parallelism: the experts' caches follow the exchange's row buffers.
+static void expert_cache_reserve(moe_expert_cache *c, const moe_exchange_cache *xc,
+                                 const moe_shape *s) {
+    if (!c->grown || xc->rows_alloc <= c->rows_alloc) return;
+    size_t rows = xc->rows_alloc, F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F);
+    free(c->h), free(c->a);
+    c->h = bg_aligned_alloc(sizeof(float) * rows * U);
+    c->a = bg_aligned_alloc(sizeof(float) * rows * F);
+    c->rows_alloc = rows;
+}
+
+// The backward workspace of the experts, before anything writes it.
+static void scratch_reserve(moe_scratch *scr, const moe_acts *acts, const moe_shape *s, int N) {
+    if (!scr->grown) return;  // the dispatcher grows its own workspace
+    size_t need = acts->exchange.rows_alloc > (size_t)N ? acts->exchange.rows_alloc : (size_t)N;
+    if (need <= scr->rows_alloc) return;
+    size_t F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F);
+    free(scr->dh), free(scr->da);
+    scr->dh = bg_aligned_alloc(sizeof(float) * need * U);
+    scr->da = bg_aligned_alloc(sizeof(float) * need * F);
+    scr->rows_alloc = need;
+}
+
+// The capacity between the gate and the plan: the gate's own ids and weights are kept
+// for its backward (the dropped slots get a zero weight gradient there, so the
+// gradient is that of the kept weights, normalisation included), and the drops of
+// the whole batch are summed over the world.
+static void apply_capacity(moe_router_cache *rt, moe_dispatch_cache *dc,
+                           const moe_router_ctx *rc, const moe_shape *s, int N) {
+    size_t NK = (size_t)N * s->k;
+    memcpy(dc->gate_idx, rt->topk_idx, sizeof(int) * NK);
+    memcpy(dc->gate_w, rt->topk_w, sizeof(float) * NK);
+    dc->dropped = moe_capacity_apply(rt->topk_idx, rt->topk_w, dc->cap_keys, s, N);
+    double d = (double)dc->dropped;
+    if (rc->comm) dist_allreduce_sum_f64(rc->comm, &d, 1);
+    rt->dropped_global = d;
 }
 
 // --- the experts, as the passes the dispatcher runs on rows where they arrive ---
@@ -110,15 +176,22 @@ static void shared_backward(kernel_ctx *kc, float *dinp, moe_params *grads, moe_
                      C, F, s->act);
 }
 
-void moe_forward(kernel_ctx *kc, float *out, moe_acts *acts, const float *inp, const moe_params *p,
-                 const moe_router_ctx *rc, const moe_shape *s, int N) {
+int moe_forward(kernel_ctx *kc, float *out, moe_acts *acts, const float *inp, const moe_params *p,
+                const moe_router_ctx *rc, const moe_shape *s, int N) {
     BG_ASSERT(s->k >= 1 && s->k <= s->E);
     const moe_dispatcher *d = dispatcher_of(s);
     moe_router_cache *rt = &acts->router;
     moe_dispatch_cache *dc = &acts->dispatch;
 
     router_of(s)->forward(kc, rt, rc, inp, p->gate, s, N);
-    d->plan(dc, &acts->exchange, rt->topk_idx, s, N);
+    if (s->routing.capacity_factor > 0) apply_capacity(rt, dc, rc, s, N);
+    else rt->dropped_global = 0;
+    const moe_plan_ctx pc = {.counts_global = rt->counts_global, .world = rc->comm,
+                             .step = rc->step, .layer = rc->layer};
+    if (d->plan(dc, &acts->exchange, rt->topk_idx, &pc, s, N) != BG_OK) return BG_ERR;
+    long rows = s->par ? acts->exchange.rows_local : dc->offsets[s->E];
+    if (rows > acts->experts.rows_hwm) acts->experts.rows_hwm = rows;
+    expert_cache_reserve(&acts->experts, &acts->exchange, s);
     // Shared experts first, straight into out: y_perm is not filled yet, so it can hold
     // the second and later shared outputs (N rows <= N·k rows) and no extra buffer is
     // needed. The routed combine then accumulates on top.
@@ -127,6 +200,7 @@ void moe_forward(kernel_ctx *kc, float *out, moe_acts *acts, const float *inp, c
     d->to_experts(dc, &acts->exchange, inp, &(moe_expert_pass){experts_forward_pass, &f, 0}, s, N);
     d->from_experts(dc, &acts->exchange, s, N);
     moe_combine_forward(out, dc->y_perm, rt->topk_w, dc->row_of, N, s->k, s->C);
+    return BG_OK;
 }
 
 void moe_backward(kernel_ctx *kc, float *dinp, moe_params *grads, moe_scratch *scr, const float *dout,
@@ -137,6 +211,7 @@ void moe_backward(kernel_ctx *kc, float *dinp, moe_params *grads, moe_scratch *s
     const moe_router_cache *rt = &acts->router;
     const moe_dispatch_cache *dc = &acts->dispatch;
 
+    scratch_reserve(scr, acts, s, N);
     shared_backward(kc, dinp, grads, scr, dout, inp, &acts->experts, p, s, N);
     moe_combine_backward(scr->dispatch.dy_perm, scr->dtopk_w, dout, dc->y_perm, rt->topk_w,
                          dc->row_of, N, s->k, s->C);
@@ -144,6 +219,13 @@ void moe_backward(kernel_ctx *kc, float *dinp, moe_params *grads, moe_scratch *s
     d->from_experts_backward(&scr->dispatch, &scr->exchange, dc, &acts->exchange,
                              &(moe_expert_pass){experts_backward_pass, &b, 1}, s, N);
     d->to_experts_backward(dinp, &scr->dispatch, &scr->exchange, dc, &acts->exchange, s, N);
+    moe_router_cache gate_view;
+    if (s->routing.capacity_factor > 0) {  // the gate differentiates its own choices
+        gate_view = *rt;
+        gate_view.topk_idx = dc->gate_idx;
+        gate_view.topk_w = dc->gate_w;
+        rt = &gate_view;
+    }
     router_of(s)->backward(kc, dinp, grads->gate, &scr->router, scr->dtopk_w, inp, rt, rc, p->gate,
                            s, N);
 }

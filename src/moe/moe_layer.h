@@ -5,8 +5,11 @@
 //   dispatcher (dispatcher.h): the rows' trip to their experts (permute, exchange) and
 //     back, combined with the gate weights here;
 //   experts (experts.h): one GEMM pair per expert over its contiguous rows;
-// plus the always-on shared experts. Dropless: every token reaches its k experts, so
-// the permuted buffers always hold exactly N·k rows and can be sized once.
+// plus the always-on shared experts. Between the gate and the dispatcher, a capacity
+// (capacity.h) may drop assignments. The rows this rank's experts receive are bounded
+// by the capacity, by a balanced gate or (one process) by N·k, and their buffers sized
+// once; dropless expert parallelism grows them to the rows actually received, up to
+// moe_parallel.max_rows.
 #include "core/arena.h"
 #include "moe/dispatcher.h"
 #include "moe/exchange.h"
@@ -14,13 +17,16 @@
 #include "moe/router.h"
 
 // The experts' forward cache: routed experts over the rows the dispatcher gives them
-// (cap rows, moe_expert_rows_cap), shared experts over all N tokens.
+// (rows_alloc rows, moe_expert_rows_bound or grown), shared experts over all N tokens.
 typedef struct {
-    const float *x;     // (cap,C) the rows the routed experts read (the dispatcher's buffer)
-    float *h;           // (cap,U) routed experts' pre-activations
-    float *a;           // (cap,F) their activations
+    const float *x;     // (rows,C) the rows the routed experts read (the dispatcher's buffer)
+    float *h;           // (rows_alloc,U) routed experts' pre-activations
+    float *a;           // (rows_alloc,F) their activations
     float *sh_h;        // (S,N,U) shared experts' caches, NULL when S == 0
     float *sh_a;        // (S,N,F)
+    int grown;          // 1: h and a are the heap's, grown with the exchange's buffers
+    size_t rows_alloc;
+    long rows_hwm;      // the most rows the experts received in one forward so far
 } moe_expert_cache;
 
 // Per-layer forward caches, one part per stage (pointers into the activation arena).
@@ -37,19 +43,27 @@ typedef struct {
     float *dtopk_w;               // (N,k) the combine's gradient of the gate weights
     moe_dispatch_scratch dispatch;
     moe_exchange_scratch exchange;
-    float *dh;                    // (max(cap, N),U) routed and shared experts
-    float *da;                    // (max(cap, N),F)
+    float *dh;                    // (rows_alloc,U) routed and shared experts
+    float *da;                    // (rows_alloc,F)
+    int grown;                    // 1: dh and da are the heap's, grown in the backward
+    size_t rows_alloc;            // >= N and >= the routed rows
 } moe_scratch;
 
 // Lays out caches / workspace for N tokens in the arena (a measuring arena with
 // capacity 0 sizes it; see core/arena.h).
 void moe_acts_layout(moe_acts *acts, bg_arena *arena, const moe_shape *s, int N);
 void moe_scratch_layout(moe_scratch *scr, bg_arena *arena, const moe_shape *s, int N);
+// Frees the buffers grown on the heap (dropless expert parallelism); the arena's stay.
+void moe_acts_free(moe_acts *acts);
+void moe_scratch_free(moe_scratch *scr);
 
 // inp (N,C) → out (N,C) WRITES: Σ_slots w·expert(x) + Σ shared(x). Fills acts,
-// including the balance statistics and both (unscaled) balance losses.
-void moe_forward(kernel_ctx *kc, float *out, moe_acts *acts, const float *inp,
-                 const moe_params *p, const moe_router_ctx *rc, const moe_shape *s, int N);
+// including the balance statistics, both (unscaled) balance losses and the drops
+// (router.dropped_global; dispatch.dropped on this rank). BG_ERR, on every rank at
+// the same layer, when a dropless step would send a rank more than
+// s->par->max_rows rows (bg_error says which and what to do); out is then unusable.
+int moe_forward(kernel_ctx *kc, float *out, moe_acts *acts, const float *inp,
+                const moe_params *p, const moe_router_ctx *rc, const moe_shape *s, int N);
 // dinp (N,C) +=, grads += ; also backpropagates aux_coef·aux_loss + z_coef·z_loss
 // (the layer's contribution to the total loss) into the router.
 void moe_backward(kernel_ctx *kc, float *dinp, moe_params *grads, moe_scratch *scr,

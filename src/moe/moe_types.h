@@ -23,6 +23,9 @@ typedef struct {
     // How rows reach the experts; moe_dispatcher_for(this) once the fields above are
     // set (dispatcher.h).
     const struct moe_dispatcher *dispatcher;
+    // Dropless: the most rows this rank's experts may receive in one step (the
+    // trainer's --max-expert-rows); a step needing more stops the run on every rank.
+    long max_rows;
 } moe_parallel;
 
 // How tokens are routed beyond the gate's own rule (the config's routing keys).
@@ -64,10 +67,10 @@ static inline int moe_first_expert(const moe_shape *s) {
     return s->par ? s->par->ep_rank * moe_local_experts(s) : 0;
 }
 
-// Rows the experts of this rank may see: N·k on one process; with expert parallelism
-// every source rank may send each token's rows for up to min(k, El) local experts.
-// Dropless means no capacity limit, so buffers of this many rows cover the worst case
-// once and never grow.
+// The worst case of the rows the experts of this rank may see: N·k on one process;
+// with expert parallelism every source rank may send each token's rows for up to
+// min(k, El) local experts. Grows with EP, so buffers are sized from a tighter bound
+// (capacity.h) or from the rows actually exchanged; this only caps them.
 static inline size_t moe_expert_rows_cap(const moe_shape *s, int N) {
     if (!s->par) return (size_t)N * s->k;
     int El = moe_local_experts(s), per_token = s->k < El ? s->k : El;

@@ -50,6 +50,9 @@ typedef struct {
 
 typedef struct moe_router {
     const char *name;
+    // 1: every worker receives exactly N·k rows (the gate balances them itself), so
+    // the expert-parallel receive buffers are sized N·k.
+    int balanced_rows;
     // Bytes of state the gate keeps across steps (e.g. per-expert biases), 0: none.
     size_t (*state_size)(const moe_shape *s);
     // inp (N,C), gate (E,C) → the cache: ids, weights, statistics and (unscaled) losses.

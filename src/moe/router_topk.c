@@ -94,16 +94,20 @@ void moe_router_backward_global(kernel_ctx *kc, float *dinp, float *dgate, float
         float *dp = dprobs + (size_t)t * E;
         float *dl = dlogits + (size_t)t * E;
         for (int e = 0; e < E; e++) dp[e] = (float)(aux_scale * counts[e]);
+        // A slot with no expert (-1: dropped) has no weight to differentiate.
         if (norm_topk_prob) {
             // w_j = p_j / s, s = Σ_j p_j  ⇒  dp_j = (dw_j − Σ_l dw_l·w_l) / s
             double s = 0.0, dot = 0.0;
             for (int j = 0; j < k; j++) {
+                if (idx[j] < 0) continue;
                 s += p[idx[j]];
                 dot += (double)dw[j] * w[j];
             }
-            for (int j = 0; j < k; j++) dp[idx[j]] += (float)((dw[j] - dot) / s);
+            for (int j = 0; j < k; j++)
+                if (idx[j] >= 0) dp[idx[j]] += (float)((dw[j] - dot) / s);
         } else {
-            for (int j = 0; j < k; j++) dp[idx[j]] += dw[j];
+            for (int j = 0; j < k; j++)
+                if (idx[j] >= 0) dp[idx[j]] += dw[j];
         }
         // Softmax backward, then the z-loss term (d lse / d logits = probs).
         double pdp = 0.0;

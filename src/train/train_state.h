@@ -37,6 +37,8 @@ typedef struct {
     int ranks_per_node;
     int a2a_hierarchical;
     int a2a_chunks;
+    long max_expert_rows;       // dropless expert parallelism: rows a rank may receive
+                                // in one MoE layer's step (0: 8x the balanced share)
     // Mixed precision: the GEMMs' operand precision (fp32, bf16, fp16); master
     // weights, AdamW state and everything outside the GEMMs stay fp32.
     // fp16 scales the loss dynamically: starts at loss_scale_init, halves on every

@@ -66,6 +66,7 @@ static int validate(const train_options *o) {
     if (!(o->loss_scale_init >= 1) || !isfinite(o->loss_scale_init))
         return bg_error("--loss-scale must be a finite number >= 1");
     if (o->loss_scale_window <= 0) return bg_error("--loss-scale-window must be positive");
+    if (o->max_expert_rows < 0) return bg_error("--max-expert-rows must be >= 0 (0: 8x the balanced share)");
     if ((long long)o->batch_size * o->seq_len > (1LL << 28))
         return bg_error("--batch-size x --seq-len is too large");
     return BG_OK;
@@ -185,7 +186,8 @@ int trainer_init(trainer *tr, const train_options *o) {
     tr->world = tr->layout.world_size;
     tr->par = (model_parallel){.layout = &tr->layout,
                                .a2a_algo = o->a2a_hierarchical ? DIST_A2A_HIER : DIST_A2A_FLAT,
-                               .a2a_chunks = o->a2a_chunks > 0 ? o->a2a_chunks : 1};
+                               .a2a_chunks = o->a2a_chunks > 0 ? o->a2a_chunks : 1,
+                               .max_expert_rows = o->max_expert_rows};
     int B = o->batch_size, T = o->seq_len;
     if (tr->has_val && tr->val.windows < (size_t)B * tr->world) {
         size_t w = tr->val.windows;
@@ -224,6 +226,7 @@ static int trainer_load_inputs(trainer *tr, const train_options *o) {
         return bg_error("--seq-len %d is longer than the model's context (max_position_embeddings %d)",
                         o->seq_len, tr->cfg.max_position_embeddings);
     int B = o->batch_size, T = o->seq_len;
+    if (model_check_routing_groups(&tr->cfg, B, T) != BG_OK) return BG_ERR;
     if (shard_load(&tr->train_shard, o->data_path, tr->cfg.vocab_size) != BG_OK) return BG_ERR;
     if (loader_init(&tr->train, &tr->train_shard, T, o->seed, o->data_path) != BG_OK) {
         shard_free(&tr->train_shard);
@@ -249,7 +252,7 @@ static int trainer_load_inputs(trainer *tr, const train_options *o) {
     return BG_OK;
 }
 
-double trainer_compute_grads(trainer *tr) {
+int trainer_compute_grads(trainer *tr, double *loss) {
     const train_options *o = &tr->opt;
     int B = o->batch_size;
     model *m = &tr->m;
@@ -258,12 +261,14 @@ double trainer_compute_grads(trainer *tr) {
     tr->samples += (uint64_t)B * (tr->world > 0 ? tr->world : 1);
     m->opt.loss_scale = tr->loss_scale;  // the precision was set once, in trainer_init
     m->step = tr->step;                  // routers that draw numbers key them by step
-    model_forward(m, tr->inputs, tr->targets);
+    *loss = NAN;
+    if (model_forward(m, tr->inputs, tr->targets) != BG_OK) return BG_ERR;
     grad_sync_loss(m);
     model_zero_grad(m);
     model_backward(m);
     grad_sync_grads(m);
-    return m->loss;
+    *loss = m->loss;
+    return BG_OK;
 }
 
 
@@ -294,14 +299,15 @@ int trainer_apply_grads(trainer *tr) {
     return 1;
 }
 
-double trainer_step(trainer *tr) {
-    double loss = trainer_compute_grads(tr);
+int trainer_step(trainer *tr, double *loss) {
+    if (trainer_compute_grads(tr, loss) != BG_OK) return BG_ERR;
     trainer_apply_grads(tr);
-    return loss;
+    return BG_OK;
 }
 
-double trainer_evaluate(trainer *tr) {
-    if (!tr->has_val) return NAN;
+int trainer_evaluate(trainer *tr, double *loss) {
+    *loss = NAN;
+    if (!tr->has_val) return BG_OK;
     int B = tr->opt.batch_size, T = tr->opt.seq_len, P = tr->world > 0 ? tr->world : 1;
     double sum = 0;
     int done = 0;
@@ -312,13 +318,17 @@ double trainer_evaluate(trainer *tr) {
         size_t w = i * B * P + (size_t)tr->rank * B;
         for (int b = 0; b < B; b++)
             loader_window(&tr->val, w + b, tr->inputs + (size_t)b * T, tr->targets + (size_t)b * T);
-        model_forward(&tr->m, tr->inputs, tr->targets);
+        if (model_forward(&tr->m, tr->inputs, tr->targets) != BG_OK) {
+            tr->m.opt.no_grad = no_grad;
+            return BG_ERR;
+        }
         grad_sync_loss(&tr->m);
         sum += tr->m.loss;
         done++;
     }
     tr->m.opt.no_grad = no_grad;
-    return sum / done;
+    *loss = sum / done;
+    return BG_OK;
 }
 
 void trainer_free(trainer *tr) {
@@ -378,6 +388,36 @@ static void step_traffic(trainer *tr, step_metrics *sm) {
     dist_layout_traffic_reset(&tr->layout);
 }
 
+// The memory report of the MoE layers' expert rows, the largest over the ranks: what
+// the buffers were sized for (or the dropless limit they may grow to), and, once
+// steps ran, the most rows a rank received and the rows its grown buffers hold.
+static void report_expert_rows(trainer *tr, const char *what) {
+    if (tr->cfg.num_local_experts == 0) return;
+    long bound, limit, hwm, alloc;
+    model_expert_rows(&tr->m, &bound, &limit, &hwm, &alloc);
+    double r[3] = {(double)hwm, (double)alloc, (double)limit};
+    if (tr->world > 1) dist_allreduce_max_f64(tr->layout.world, r, 3);
+    if (tr->rank != 0) return;
+    if (!strcmp(what, "bound")) {
+        if (bound) printf("expert rows per rank: bounded at %ld (buffers sized once)\n", bound);
+        else printf("expert rows per rank: dropless, buffers grown on demand up to --max-expert-rows %.0f\n", r[2]);
+    } else {
+        printf("expert rows per rank: high-water mark %.0f of %s %.0f", r[0],
+               bound ? "bound" : "limit", bound ? (double)bound : r[2]);
+        if (!bound) printf(", grown buffers %.0f rows", r[1]);
+        printf("\n");
+    }
+    fflush(stdout);
+}
+
+// A forward that stopped (every rank alike): the error is rank 0's to print.
+static int run_stopped(trainer *tr, metrics_sink *sink, int *report) {
+    *report = tr->rank == 0;
+    metrics_close(sink);
+    trainer_free(tr);
+    return TRAIN_BAD_INPUT;
+}
+
 int trainer_run(const train_options *o, int *report) {
     trainer tr;
     *report = 1;
@@ -428,8 +468,10 @@ int trainer_run(const train_options *o, int *report) {
         printf("\n");
         fflush(stdout);
     }
+    report_expert_rows(&tr, "bound");
+    double v;
     if (tr.has_val) {
-        double v = trainer_evaluate(&tr);
+        if (trainer_evaluate(&tr, &v) != BG_OK) return run_stopped(&tr, &sink, report);
         metrics_note(&sink, "val loss %s: %.4f", tr.step ? "at resume" : "before training", v);
     }
     if (P > 1) dist_layout_traffic_reset(&tr.layout);
@@ -447,8 +489,8 @@ int trainer_run(const train_options *o, int *report) {
     long first_step = tr.step;
     rc = TRAIN_OK;
     while (tr.step < o->steps) {
-        double t0 = bg_now();
-        double loss = trainer_step(&tr);
+        double t0 = bg_now(), loss;
+        if (trainer_step(&tr, &loss) != BG_OK) return run_stopped(&tr, &sink, report);
         double dt = bg_now() - t0;
         train_seconds += dt;
         step_metrics sm = {
@@ -478,7 +520,7 @@ int trainer_run(const train_options *o, int *report) {
             break;
         }
         if (tr.has_val && o->eval_every > 0 && tr.step % o->eval_every == 0 && tr.step < o->steps) {
-            double v = trainer_evaluate(&tr);
+            if (trainer_evaluate(&tr, &v) != BG_OK) return run_stopped(&tr, &sink, report);
             metrics_note(&sink, "step %ld: val loss %.4f", tr.step, v);
         }
         // A signal may reach the ranks at different steps: stop where any rank saw it.
@@ -498,7 +540,7 @@ int trainer_run(const train_options *o, int *report) {
     }
     if (rc == TRAIN_OK && tr.step == o->steps) {
         if (tr.has_val) {
-            double v = trainer_evaluate(&tr);
+            if (trainer_evaluate(&tr, &v) != BG_OK) return run_stopped(&tr, &sink, report);
             metrics_note(&sink, "val loss after training: %.4f", v);
         }
         long done = tr.step - first_step;
@@ -506,6 +548,7 @@ int trainer_run(const train_options *o, int *report) {
                      bg_now() - t_start, (double)done * B * T * P / train_seconds,
                      flops_per_step * done / train_seconds / 1e9);
     }
+    report_expert_rows(&tr, "high-water mark");
     metrics_close(&sink);
     routing_health_free(&health);
     trainer_free(&tr);

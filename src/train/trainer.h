@@ -12,18 +12,21 @@ void train_options_defaults(train_options *o);
 
 // Loads config and data and initializes the model: BG_OK or BG_ERR with bg_error set.
 int trainer_init(trainer *tr, const train_options *o);
-// One optimizer step on the next batch; returns the batch's mean cross-entropy.
-// = trainer_compute_grads + trainer_apply_grads.
-double trainer_step(trainer *tr);
+// One optimizer step on the next batch; *loss = the batch's mean cross-entropy.
+// = trainer_compute_grads + trainer_apply_grads. BG_ERR (bg_error set, the same on
+// every rank) when the forward stopped: a dropless MoE layer needed more than
+// --max-expert-rows rows on a rank; no update is applied then.
+int trainer_step(trainer *tr, double *loss);
 // Forward and backward on the next batch: m.grads holds the global batch's gradient
-// (times the loss scale). Returns the batch's mean cross-entropy.
-double trainer_compute_grads(trainer *tr);
+// (times the loss scale), *loss the batch's mean cross-entropy. BG_ERR as trainer_step.
+int trainer_compute_grads(trainer *tr, double *loss);
 // Clips and applies the gradients, and counts the step. Under fp16, gradients that
 // overflowed (a non-finite norm) skip the update and halve the loss scale instead;
 // returns 0 then, 1 when the step was applied.
 int trainer_apply_grads(trainer *tr);
-// Mean cross-entropy over eval_batches batches of validation windows in file order.
-double trainer_evaluate(trainer *tr);
+// *loss = mean cross-entropy over eval_batches batches of validation windows in file
+// order (NAN without validation data). BG_ERR as trainer_step.
+int trainer_evaluate(trainer *tr, double *loss);
 void trainer_free(trainer *tr);
 // Validates options and inputs, resumes if asked, trains, saves, reports.
 // Returns TRAIN_OK, or TRAIN_BAD_INPUT / TRAIN_FAILED with bg_error set. In a

@@ -5,6 +5,7 @@
 // and brings it back to the right place gives the same bits as the local one, forward
 // (y_perm) and backward (dinp), so the comparison is exact.
 #include "core/arena.h"
+#include "core/error.h"
 #include "dist_fixture.h"
 #include "moe/dispatcher.h"
 
@@ -51,7 +52,7 @@ static void trip(float *y_perm, float *dinp, const moe_dispatcher *d, const moe_
     d->scratch_layout(&ds, &xs, &ar, s, N);
 
     scale_pass sp = {moe_first_expert(s)};
-    d->plan(&dc, &xc, topk_idx, s, N);
+    BG_ASSERT(d->plan(&dc, &xc, topk_idx, NULL, s, N) == BG_OK);
     d->to_experts(&dc, &xc, inp, &(moe_expert_pass){scale_forward, &sp, 0}, s, N);
     d->from_experts(&dc, &xc, s, N);
     memcpy(y_perm, dc.y_perm, sizeof(float) * N * K * C);
@@ -60,6 +61,8 @@ static void trip(float *y_perm, float *dinp, const moe_dispatcher *d, const moe_
     d->from_experts_backward(&ds, &xs, &dc, &xc, &(moe_expert_pass){scale_backward, &sp, 1}, s, N);
     memset(dinp, 0, sizeof(float) * N * C);
     d->to_experts_backward(dinp, &ds, &xs, &dc, &xc, s, N);
+    moe_exchange_cache_free(&xc);
+    moe_exchange_scratch_free(&xs);
     bg_arena_free(&ar);
 }
 

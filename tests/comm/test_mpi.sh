@@ -25,6 +25,7 @@ for np in 1 2 3 4; do
   run $np comm_test_alltoall --ranks-per-node 1   # every rank its own node
   run $np comm_test_allreduce --ranks-per-node 2
   run $np comm_test_dispatcher --ranks-per-node 2
+  [ $np != 3 ] && run $np comm_test_capacity_layout
 done
 run 3 comm_test_alltoall --ranks-per-node 2   # nodes {0,1} {2}: uneven nodes
 run 4 comm_test_alltoall --ranks-per-node 2   # two nodes of two: the BaGuaLu case

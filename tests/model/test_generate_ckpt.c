@@ -58,12 +58,12 @@ int main(void) {
     o.threads = 2;
     trainer tr;
     BG_ASSERT(trainer_init(&tr, &o) == BG_OK);
-    for (int i = 0; i < 3; i++) trainer_step(&tr);
+    for (int i = 0; i < 3; i++) fixture_step(&tr);
     BG_ASSERT(ckpt_save(&tr, save) == BG_OK);
     size_t numel = tr.m.table.numel;
     float *saved = bg_malloc(numel * sizeof(float));
     memcpy(saved, tr.m.params, numel * sizeof(float));
-    double train_loss = trainer_step(&tr);  // batch 4, on the saved parameters
+    double train_loss = fixture_step(&tr);  // batch 4, on the saved parameters
 
     const char *sources[2] = {step_dir, save};
     for (int s = 0; s < 2; s++) {

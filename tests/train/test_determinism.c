@@ -22,7 +22,7 @@ static void run(const train_fixture *f, uint64_t seed, int threads, double *loss
     o.threads = threads;
     trainer tr;
     BG_ASSERT(trainer_init(&tr, &o) == BG_OK);
-    for (int i = 0; i < STEPS; i++) losses[i] = trainer_step(&tr);
+    for (int i = 0; i < STEPS; i++) losses[i] = fixture_step(&tr);
     trainer_free(&tr);
 }
 

@@ -74,7 +74,7 @@ static void run_straight(const train_fixture *f, run_result *r) {
     options(&o, f);
     trainer tr;
     BG_ASSERT(trainer_init(&tr, &o) == BG_OK);
-    for (int i = 0; i < N; i++) r->losses[i] = trainer_step(&tr);
+    for (int i = 0; i < N; i++) r->losses[i] = fixture_step(&tr);
     capture(r, &tr);
     trainer_free(&tr);
 }
@@ -87,7 +87,7 @@ static int run_split(const train_fixture *f, int K, const char *save_dir, const 
     options(&o, f);
     trainer tr;
     BG_ASSERT(trainer_init(&tr, &o) == BG_OK);
-    for (int i = 0; i < K; i++) r->losses[i] = trainer_step(&tr);
+    for (int i = 0; i < K; i++) r->losses[i] = fixture_step(&tr);
     if (ckpt_save(&tr, save_dir) != BG_OK) {
         tu_fail(__FILE__, __LINE__, "K=%d: ckpt_save: %s", K, bg_last_error());
         trainer_free(&tr);
@@ -109,7 +109,7 @@ static int run_split(const train_fixture *f, int K, const char *save_dir, const 
     TU_CHECK(tr.samples == (uint64_t)K * o.batch_size, "K=%d: resumed data position %llu", K,
              (unsigned long long)tr.samples);
     TU_CHECK(tr.adam.step == K, "K=%d: resumed optimizer step %ld", K, tr.adam.step);
-    for (int i = K; i < N; i++) r->losses[i] = trainer_step(&tr);
+    for (int i = K; i < N; i++) r->losses[i] = fixture_step(&tr);
     capture(r, &tr);
     trainer_free(&tr);
     return 1;
@@ -155,7 +155,7 @@ static void check_all_k(const train_fixture *fp, const char *dtype_name) {
             options(&o, &f);
             trainer tr;
             BG_ASSERT(trainer_init(&tr, &o) == BG_OK);
-            for (int s = 0; s < 2; s++) trainer_step(&tr);
+            for (int s = 0; s < 2; s++) fixture_step(&tr);
             BG_ASSERT(ckpt_save(&tr, save_dir) == BG_OK);
             trainer_free(&tr);
             from = "latest";

@@ -19,14 +19,14 @@ int main(void) {
     o.steps = 400;
     trainer tr;
     TU_CHECK(trainer_init(&tr, &o) == BG_OK, "trainer_init: %s", bg_last_error());
-    double before = trainer_evaluate(&tr);
+    double before = fixture_evaluate(&tr);
     double first = 0, last = 0;
     while (tr.step < o.steps) {
-        double l = trainer_step(&tr);
+        double l = fixture_step(&tr);
         if (tr.step == 1) first = l;
         last = l;
     }
-    double after = trainer_evaluate(&tr);
+    double after = fixture_evaluate(&tr);
     printf("val loss before %.4f after %.4f; train loss first %.4f last %.4f (ln 32 = %.4f)\n",
            before, after, first, last, log(32.0));
     TU_CHECK(fabs(before - log(32.0)) < 0.3, "untrained loss %.4f should be near ln 32", before);

@@ -29,7 +29,7 @@ static void run(const train_fixture *f, bg_dtype dtype, double *losses, long *sk
     o.dtype = dtype;
     trainer tr;
     BG_ASSERT(trainer_init(&tr, &o) == BG_OK);
-    for (int i = 0; i < STEPS; i++) losses[i] = trainer_step(&tr);
+    for (int i = 0; i < STEPS; i++) losses[i] = fixture_step(&tr);
     *skipped = tr.skipped_steps;
     trainer_free(&tr);
 }
@@ -73,7 +73,7 @@ static void check_injected_inf(const train_fixture *f) {
     int applied_after = 0;
     float scale_at_inject = 0;
     for (int i = 0; i < 12; i++) {
-        trainer_compute_grads(&tr);
+        fixture_grads(&tr);
         memcpy(before, tr.m.params, n * sizeof(float));
         if (i == 6) {
             tr.m.grads[n / 2] = INFINITY;
@@ -116,11 +116,11 @@ static void check_scaled_gradients(const train_fixture *f) {
     size_t n = tr.m.table.numel;
     uint64_t samples = tr.samples;
     float *g1 = bg_malloc(n * sizeof(float));
-    trainer_compute_grads(&tr);
+    fixture_grads(&tr);
     memcpy(g1, tr.m.grads, n * sizeof(float));
     tr.samples = samples;  // the same batch again
     tr.loss_scale = 4096;
-    trainer_compute_grads(&tr);
+    fixture_grads(&tr);
     double worst = 0, norm = 0;
     for (size_t i = 0; i < n; i++) norm = fmax(norm, fabs(g1[i]));
     for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(tr.m.grads[i] / 4096.0 - g1[i]));

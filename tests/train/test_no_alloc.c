@@ -138,13 +138,13 @@ static void check(const train_fixture *f, int batch, bg_dtype dtype, const char 
     // The routing health the trainer gathers after every step allocates only here.
     routing_health health;
     TU_CHECK(routing_health_init(&health, &tr.m, NULL, 100, 0) == BG_OK, "health: %s", bg_last_error());
-    trainer_step(&tr);
-    trainer_step(&tr);
+    fixture_step(&tr);
+    fixture_step(&tr);
     long primitives = matmul_primitives_created(tr.m.kernels);
     allocations = in_gemm_allocations = gemm_calls = 0;
     counting = 1;
     for (int i = 0; i < 5; i++) {
-        trainer_step(&tr);
+        fixture_step(&tr);
         routing_health_update(&health, &tr.m, NULL, tr.step);
     }
     counting = 0;

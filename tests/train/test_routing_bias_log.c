@@ -17,7 +17,7 @@ static void log_one_step(train_fixture *f, const float *bias0, char *line, size_
     TU_CHECK(trainer_init(&tr, &o) == BG_OK, "init: %s", bg_last_error());
     routing_health h;
     TU_CHECK(routing_health_init(&h, &tr.m, NULL, 10, 0) == BG_OK, "health");
-    trainer_step(&tr);
+    fixture_step(&tr);
     routing_health_update(&h, &tr.m, NULL, tr.step);
     h.layers[0].bias = bias0;
     char path[400];

@@ -16,6 +16,23 @@ static const char tiny_moe_json[] =
     " \"num_local_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 64,"
     " \"moe_layer_freq\": 1, \"router_aux_loss_coef\": 0.01, \"router_z_loss_coef\": 0.001}";
 
+// trainer_step / trainer_compute_grads / trainer_evaluate that must succeed: the loss.
+static inline double fixture_step(trainer *tr) {
+    double loss;
+    BG_ASSERT(trainer_step(tr, &loss) == BG_OK);
+    return loss;
+}
+static inline double fixture_grads(trainer *tr) {
+    double loss;
+    BG_ASSERT(trainer_compute_grads(tr, &loss) == BG_OK);
+    return loss;
+}
+static inline double fixture_evaluate(trainer *tr) {
+    double loss;
+    BG_ASSERT(trainer_evaluate(tr, &loss) == BG_OK);
+    return loss;
+}
+
 typedef struct {
     char dir[256], config[300], data[300], val[300];
 } train_fixture;
