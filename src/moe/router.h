@@ -15,7 +15,8 @@
 
 // Where a routing decision happens. topk needs only comm; the rest is for gates that
 // exchange counts (comm), draw noise or random experts per token (seed, step, layer,
-// first_token: the same draws whatever the layout) or keep state across steps.
+// first_token: the same draws whatever the layout) or keep state across steps. A gate
+// that balances per expert-parallel worker (swipe) finds its group in moe_shape.par.
 typedef struct {
     struct dist_comm *comm;  // every rank of the global batch; NULL: one process
     uint64_t seed;           // the run's seed
@@ -24,6 +25,7 @@ typedef struct {
     long first_token;        // global index in the batch of this rank's first token
     void *state;             // the router's state_size(s) bytes, kept across steps and
                              // in checkpoints; NULL when that size is 0
+    int eval;  // evaluation: no noise, no balancing exchange (plain top-k)
 } moe_router_ctx;
 
 // The router's forward cache (pointers into the activation arena).
@@ -59,9 +61,11 @@ typedef struct moe_router {
     void (*backward)(kernel_ctx *kc, float *dinp, float *dgate, moe_router_scratch *scr,
                      const float *dtopk_w, const float *inp, const moe_router_cache *c,
                      const moe_router_ctx *ctx, const float *gate, const moe_shape *s, int N);
+    int balanced_rows;  // 1: every worker receives exactly N·k rows (swipe)
 } moe_router;
 
 extern const moe_router moe_router_topk;
+extern const moe_router moe_router_swipe;  // router_swipe.c, SWIPE balancing (swipe.h)
 // The gate of that name, NULL if none.
 const moe_router *moe_router_find(const char *name);
 
