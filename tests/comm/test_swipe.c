@@ -1,4 +1,4 @@
-// The swipe gate across ranks: with a router skewed toward the experts of EP rank 0,
+// The swipe gate across ranks (and the all-gather it uses): with a router skewed toward the experts of EP rank 0,
 // every worker of an expert-parallel group receives exactly B·k rows, and the expert
 // ids equal those of one process running the group's tokens as EP virtual workers.
 // EP = P (one group) and, for even P > 2, EP = P/2 (two groups, each balanced alone).
@@ -99,10 +99,26 @@ static void check_ep(kernel_ctx *kc, dist_comm *world, int ep) {
     dist_comm_free(ep_comm);
 }
 
+// dist_allgather_i32, which carries the count rows: rank r's n ints land at r·n on
+// every rank.
+static void check_allgather(dist_comm *world) {
+    enum { n = 3 };
+    const int P = dist_size(world), me = dist_rank(world);
+    int32_t send[n], *recv = malloc(sizeof(int32_t) * n * P);
+    for (int i = 0; i < n; i++) send[i] = 100 * me + i;
+    dist_allgather_i32(world, send, recv, n);
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < n; i++)
+            TU_CHECK(recv[r * n + i] == 100 * r + i, "all-gather: rank %d got %d from %d[%d]", me,
+                     recv[r * n + i], r, i);
+    free(recv);
+}
+
 int main(int argc, char **argv) {
     comm_test_args a = comm_test_start(&argc, &argv);
     dist_comm *world = dist_comm_world(a.ranks_per_node);
     const int P = dist_size(world);
+    check_allgather(world);
     kernel_ctx *kc = kernel_ctx_create(BG_FP32);
     check_ep(kc, world, P);
     if (P > 2 && P % 2 == 0) check_ep(kc, world, P / 2);
