@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 void moe_swipe_weights(float *topk_w, const float *logits, const int *topk_idx, int N, int E,
                        int k) {
@@ -49,21 +50,28 @@ void moe_swipe_logits_backward(float *dlogits, const float *dtopk_w, const float
     }
 }
 
-// Balances topk_idx in place over W workers of B tokens each, counts and sends (W,W)
-// workspace. ep_comm NULL: this process holds all W workers (virtual workers), topk_idx
-// (W·B,k). Else it is worker `mine` of ep_comm, topk_idx (B,k), and its count row is
-// all-gathered so that every rank balances the same matrix.
-static void swipe_balance_slots(int *topk_idx, int *counts, int *sends, dist_comm *ep_comm,
-                                int W, int mine, int B, int El, int k) {
-    int caps[W], row[W];
+// Balances topk_idx in place over W workers of B tokens each; counts and sends (W,W),
+// gathered (W,k,W) are workspace. ep_comm NULL: this process holds all W workers
+// (virtual workers), topk_idx (W·B,k). Else it is worker `mine` of ep_comm, topk_idx
+// (B,k), and its count rows are all-gathered so that every rank balances the same
+// matrices. A slot's counts are of the top-k ids, which balancing earlier slots leaves
+// alone, so one all-gather serves all k slots.
+static void swipe_balance_slots(int *topk_idx, int *counts, int *sends, int *gathered,
+                                dist_comm *ep_comm, int W, int mine, int B, int El, int k) {
+    int caps[W];
+    if (ep_comm) {
+        int rows[k * W];
+        for (int slot = 0; slot < k; slot++)
+            moe_swipe_count(&rows[slot * W], topk_idx + slot, k, B, W, El);
+        dist_allgather_i32(ep_comm, rows, gathered, k * W);
+    }
     for (int slot = 0; slot < k; slot++) {
-        if (ep_comm) {
-            moe_swipe_count(row, topk_idx + slot, k, B, W, El);
-            dist_allgather_i32(ep_comm, row, counts, W);
-        } else {
-            for (int w = 0; w < W; w++)
-                moe_swipe_count(&counts[(size_t)w * W], topk_idx + (size_t)w * B * k + slot, k,
-                                B, W, El);
+        for (int w = 0; w < W; w++) {
+            int *row = &counts[(size_t)w * W];
+            if (ep_comm)
+                memcpy(row, &gathered[((size_t)w * k + slot) * W], sizeof(int) * (size_t)W);
+            else
+                moe_swipe_count(row, topk_idx + (size_t)w * B * k + slot, k, B, W, El);
         }
         if (slot == 0)  // every worker's capacity: its tokens times k (FastMoE: B·k)
             for (int v = 0; v < W; v++) {
@@ -82,7 +90,7 @@ static void swipe_balance_slots(int *topk_idx, int *counts, int *sends, dist_com
 }
 
 static void swipe_balance(int *topk_idx, const moe_shape *s, int N) {
-    const int V = s->routing.virtual_workers;
+    const int V = s->routing.virtual_workers, k = s->k;
     int W = s->par ? s->par->ep_size : 1, mine = 0, B = N;
     dist_comm *ep_comm = NULL;
     if (V > 1) {  // one process standing in for V ranks of N/V tokens each
@@ -94,12 +102,13 @@ static void swipe_balance(int *topk_idx, const moe_shape *s, int N) {
         mine = s->par->ep_rank;
     }
     if (W == 1) return;  // one worker holds every expert: it accepts all N·k rows
-    // The (W,W) matrices on the stack while small (EP <= 64: 32 KiB); a larger EP pays
-    // one allocation per layer and step, negligible beside its exchanges.
-    const size_t WW = (size_t)W * W;
-    int stack[W <= 64 ? 2 * WW : 1];
-    int *buf = W <= 64 ? stack : bg_malloc(sizeof(int) * 2 * WW);
-    swipe_balance_slots(topk_idx, buf, buf + WW, ep_comm, W, mine, B, s->E / W, s->k);
+    // The count matrices on the stack while small (64 KiB); a larger EP·k pays one
+    // allocation per layer and step, negligible beside its exchanges.
+    const size_t WW = (size_t)W * W, n = (2 + (ep_comm ? (size_t)k : 0)) * WW;
+    enum { STACK_INTS = 16384 };
+    int stack[n <= STACK_INTS ? n : 1];
+    int *buf = n <= STACK_INTS ? stack : bg_malloc(sizeof(int) * n);
+    swipe_balance_slots(topk_idx, buf, buf + WW, buf + 2 * WW, ep_comm, W, mine, B, s->E / W, k);
     if (buf != stack) free(buf);
 }
 
