@@ -91,6 +91,9 @@ void dist_comm_set_bucket_bytes(dist_comm *c, size_t bytes);
 // n_per_rank ints to every rank: send[j*n .. j*n+n) goes to rank j, recv[i*n ..) came
 // from rank i. With n_per_rank = 1 this is the token-count exchange (MPI_Alltoall).
 void dist_alltoall_i32(dist_comm *c, const int32_t *send, int32_t *recv, int n_per_rank);
+// n_per_rank ints from every rank to every rank: recv[i*n .. i*n+n) is rank i's send,
+// the same on all ranks (MPI_Allgather: pure data movement). SWIPE's count matrix.
+void dist_allgather_i32(dist_comm *c, const int32_t *send, int32_t *recv, int n_per_rank);
 
 enum dist_a2a_algo {
     DIST_A2A_FLAT = 0,  // MPI_Alltoallv: every rank sends straight to every rank

@@ -1,5 +1,6 @@
-// MPI backend: count exchange, flat all-to-all-v of rows, and the chunked exchange
-// handle (flat chunks here; hierarchical chunks in dist_alltoall_hier.c).
+// MPI backend: count exchanges (all-to-all, all-gather), flat all-to-all-v of rows, and
+// the chunked exchange handle (flat chunks here; hierarchical chunks in
+// dist_alltoall_hier.c).
 #ifdef BG_HAVE_MPI
 #include "core/timer.h"
 #include "comm/dist_impl.h"
@@ -16,6 +17,22 @@ void dist_alltoall_i32(dist_comm *c, const int32_t *send, int32_t *recv, int n_p
     double t0 = bg_now();
     DIST_MPI(MPI_Alltoall(send, n_per_rank, MPI_INT32_T, recv, n_per_rank, MPI_INT32_T, c->comm));
     for (int j = 0; j < c->size; j++) {
+        dist_count_send(c, j, (uint64_t)n_per_rank * 4);
+        dist_count_recv(c, j, (uint64_t)n_per_rank * 4);
+    }
+    c->traffic.calls++;
+    c->traffic.seconds += bg_now() - t0;
+}
+
+void dist_allgather_i32(dist_comm *c, const int32_t *send, int32_t *recv, int n_per_rank) {
+    if (c->local) {
+        memcpy(recv, send, sizeof(int32_t) * n_per_rank);
+        c->traffic.calls++;
+        return;
+    }
+    double t0 = bg_now();
+    DIST_MPI(MPI_Allgather(send, n_per_rank, MPI_INT32_T, recv, n_per_rank, MPI_INT32_T, c->comm));
+    for (int j = 0; j < c->size; j++) {  // what it stands for: my ints to every rank
         dist_count_send(c, j, (uint64_t)n_per_rank * 4);
         dist_count_recv(c, j, (uint64_t)n_per_rank * 4);
     }

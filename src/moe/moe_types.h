@@ -45,6 +45,7 @@ typedef struct {
     moe_drop_policy drop_policy;
     int group_tokens;         // G: tokens per routing group (a sequence unless configured);
                               // a rank's N tokens are always whole groups
+    int virtual_workers;  // swipe on one process: split the batch into this many workers (tests)
 } moe_routing;
 
 typedef struct {

@@ -11,6 +11,7 @@
 // Every gate, one line each.
 static const moe_router *const routers[] = {
     &moe_router_topk,
+    &moe_router_swipe,
 };
 
 const moe_router *moe_router_find(const char *name) {

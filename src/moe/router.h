@@ -15,7 +15,8 @@
 
 // Where a routing decision happens. topk needs only comm; the rest is for gates that
 // exchange counts (comm), draw noise or random experts per token (seed, step, layer,
-// first_token: the same draws whatever the layout) or keep state across steps.
+// first_token: the same draws whatever the layout) or keep state across steps. A gate
+// that balances per expert-parallel worker (swipe) finds its group in moe_shape.par.
 typedef struct {
     struct dist_comm *comm;  // every rank of the global batch; NULL: one process
     uint64_t seed;           // the run's seed
@@ -24,6 +25,7 @@ typedef struct {
     long first_token;        // global index in the batch of this rank's first token
     void *state;             // the router's state_size(s) bytes, kept across steps and
                              // in checkpoints; NULL when that size is 0
+    int eval;  // evaluation: no noise, no balancing exchange (plain top-k)
 } moe_router_ctx;
 
 // The router's forward cache (pointers into the activation arena).
@@ -37,7 +39,7 @@ typedef struct {
     int *counts_global; // (E) tokens routed to each expert
     double n_tokens;
     double dropped_global;  // assignments dropped over the whole batch (capacity)
-    double *stats;      // (2E+1) prob sums, counts, Σ lse²: one all-reduce
+    double *stats;      // MOE_ROUTER_STATS(E): prob sums, counts, Σ lse², entropy: one all-reduce
     double aux_loss;    // E · Σ_i f_i P_i, f_i = count_i/(N k), P_i = mean_t probs[t,i]
     double z_loss;      // mean_t logsumexp(logits_t)²
 } moe_router_cache;
@@ -66,6 +68,7 @@ typedef struct moe_router {
 } moe_router;
 
 extern const moe_router moe_router_topk;
+extern const moe_router moe_router_swipe;  // router_swipe.c, SWIPE balancing (swipe.h)
 // The gate of that name, NULL if none.
 const moe_router *moe_router_find(const char *name);
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The communication layer under mpirun: layout, all-to-all (flat, hierarchical,
-# chunked, traffic counters), all-reduce and the MoE dispatchers at P = 1, 2, 3, 4,
-# with emulated nodes of 1 and 2 ranks (--ranks-per-node) and the real node. Each program checks everything
-# itself; a run passes when mpirun exits 0 within its time limit.
+# chunked, traffic counters), all-reduce, the MoE dispatchers and the swipe gate at
+# P = 1, 2, 3, 4, with emulated nodes of 1 and 2 ranks (--ranks-per-node) and the real
+# node. Each program checks everything itself; a run passes when mpirun exits 0 within
+# its time limit.
 . "$(dirname "$0")/dist_launch.sh"
 dist_have_mpi || exit 0
 LOG=$(mktemp)
@@ -26,6 +27,7 @@ for np in 1 2 3 4; do
   run $np comm_test_allreduce --ranks-per-node 2
   run $np comm_test_dispatcher --ranks-per-node 2
   [ $np != 3 ] && run $np comm_test_capacity_layout
+  run $np comm_test_swipe
 done
 run 3 comm_test_alltoall --ranks-per-node 2   # nodes {0,1} {2}: uneven nodes
 run 4 comm_test_alltoall --ranks-per-node 2   # two nodes of two: the BaGuaLu case
