@@ -10,6 +10,7 @@
 // Every gate, one line each.
 static const moe_router *const routers[] = {
     &moe_router_topk,
+    &moe_router_bias,
 };
 
 const moe_router *moe_router_find(const char *name) {
