@@ -175,6 +175,11 @@ static int validate_routing(const model_config *c, const char *origin) {
                         origin, k);
     if (!moe_router_find(type))
         return bg_error("%s: router_type \"%s\" is not built into this bagualu", origin, type);
+    // Sigmoid scores only where the gate defines them (DeepSeek-V3's bias gate); the
+    // others' balance losses are written for softmax probabilities.
+    if (c->router_score == MOE_SCORE_SIGMOID && strcmp(type, "bias") != 0)
+        return bg_error("%s: router_score sigmoid applies to router_type bias only, got %s",
+                        origin, type);
     if (c->capacity_factor < 0)
         return bg_error("%s: capacity_factor must be >= 0 (0: dropless), got %g", origin,
                         c->capacity_factor);

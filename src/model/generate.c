@@ -102,7 +102,8 @@ const float *gen_step(gen_state *g, int token) {
         const layer_params *lp = &m->w.layers[l];
         block_attention_forward(m->kernels, r, lp, c, &core, l, rope_cos, rope_sin, 1, 1);
         // the router sees this one token; one process, its index in the batch is its position
-        moe_router_ctx rc = {.seed = m->seed, .step = m->step, .layer = l, .first_token = t};
+        moe_router_ctx rc = {.seed = m->seed, .step = m->step, .layer = l, .first_token = t,
+                             .state = model_router_state(m, l)};
         // One process, one row: no exchange, so nothing can stop the step.
         int ok = block_ffn_forward(m->kernels, r->x, r, lp, c, &ms, &rc, 1);
         BG_ASSERT(ok == BG_OK);

@@ -5,6 +5,7 @@
 #include "kernels/kernels.h"
 #include "moe/capacity.h"
 
+#include <stdio.h>
 #include <string.h>
 
 void model_init(model *m, const model_config *cfg, uint64_t seed) {
@@ -42,6 +43,12 @@ void model_init_parallel(model *m, const model_config *cfg, uint64_t seed,
     model_params_bind_local(&m->w, cfg, m->params, m->first_expert, m->n_experts);
     model_params_bind_local(&m->g, cfg, m->grads, m->first_expert, m->n_experts);
     param_table_init_values(&m->table, cfg, m->params, seed);
+    if (cfg->num_local_experts > 0) {
+        moe_shape s = model_moe_shape(cfg, NULL);
+        m->router_state_bytes = s.router->state_size(&s);
+        if (m->router_state_bytes)
+            m->router_state = bg_calloc((size_t)cfg->num_hidden_layers, m->router_state_bytes);
+    }
 }
 
 moe_shape model_moe_shape(const model_config *c, const moe_parallel *par) {
@@ -84,7 +91,7 @@ static moe_router_ctx layer_router_ctx(const model *m, int l, int N) {
     const dist_layout *L = m->par ? m->par->layout : NULL;
     return (moe_router_ctx){.comm = L ? L->world : NULL, .seed = m->seed, .step = m->step,
                             .layer = l, .first_token = L ? (long)L->world_rank * N : 0,
-                            .eval = m->opt.no_grad};
+                            .eval = m->opt.no_grad, .state = model_router_state(m, l)};
 }
 
 // One layout routine for measuring (arena capacity 0) and for real.
@@ -204,6 +211,7 @@ void model_free(model *m) {
     param_table_free(&m->table);
     free(m->params);
     free(m->grads);
+    free(m->router_state);
     kernel_ctx_free(m->kernels);
     memset(m, 0, sizeof *m);
 }
@@ -380,6 +388,45 @@ void model_expert_rows(const model *m, long *bound, long *limit, long *hwm, long
         if (ec->rows_hwm > *hwm) *hwm = ec->rows_hwm;
         if ((long)ec->rows_alloc > *alloc) *alloc = (long)ec->rows_alloc;
     }
+}
+
+float *model_router_state(const model *m, int layer) {
+    if (!m->router_state || !model_layer_is_moe(&m->cfg, layer)) return NULL;
+    return (float *)(m->router_state + (size_t)layer * m->router_state_bytes);
+}
+
+void model_router_after_step(model *m) {
+    const model_config *c = &m->cfg;
+    moe_shape ms = layer_moe_shape(m);
+    if (!ms.router || !ms.router->after_step) return;
+    for (int l = 0; l < c->num_hidden_layers; l++)
+        if (model_layer_is_moe(c, l))
+            ms.router->after_step(model_router_state(m, l), &m->acts.layers[l].moe.router, &ms);
+}
+
+void model_router_state_table(param_table *t, const model_config *cfg) {
+    memset(t, 0, sizeof *t);
+    if (cfg->num_local_experts <= 0) return;
+    moe_shape s = model_moe_shape(cfg, NULL);
+    size_t bytes = s.router->state_size(&s), numel = bytes / sizeof(float);
+    if (!bytes) return;
+    BG_ASSERT(bytes % sizeof(float) == 0 && s.router->state_name);
+    const int L = cfg->num_hidden_layers;
+    t->tensors = bg_calloc((size_t)L, sizeof *t->tensors);
+    for (int l = 0; l < L; l++) {
+        if (!model_layer_is_moe(cfg, l)) continue;
+        param_tensor *p = &t->tensors[t->count++];
+        snprintf(p->name, sizeof p->name, "model.layers.%d.block_sparse_moe.gate.%s", l,
+                 s.router->state_name);
+        p->ndim = 1;
+        p->shape[0] = (int64_t)numel;
+        p->offset = (size_t)l * numel;
+        p->numel = numel;
+        p->init = INIT_ZEROS;
+        p->expert = -1;
+        p->layer = l;
+    }
+    t->numel = t->dense_numel = (size_t)L * numel;  // the whole block, dense slots included
 }
 
 double model_flops_per_token(const model_config *c, int T) {

@@ -66,6 +66,11 @@ typedef struct {
     moe_parallel moe_par;       // the MoE layers' view of par
     int first_expert, n_experts;  // routed experts held here (all of them on one process)
     param_table table;
+    // The gates' state kept across steps (router.h's state_size bytes per layer, zero
+    // at init, replicated on every rank; NULL when the gate keeps none): read it with
+    // model_router_state, moved by model_router_after_step, saved in checkpoints.
+    unsigned char *router_state;
+    size_t router_state_bytes;  // per layer (dense layers' slots stay unused)
     float *params;              // the one parameter block
     float *grads;               // mirrors params
     model_params w, g;          // named views into params and grads
@@ -115,6 +120,18 @@ void model_zero_grad(model *m);
 void model_backward(model *m);
 // Routed tokens per expert for MoE layer `layer` in the last forward (NULL if dense).
 const int *model_expert_counts(const model *m, int layer);
+// Layer `layer`'s gate state (floats, e.g. the bias gate's per-expert biases), NULL
+// when the layer is dense or its gate keeps none.
+float *model_router_state(const model *m, int layer);
+// After an optimizer step that changed the weights (not a skipped fp16 step): each MoE
+// layer's gate updates its state from the last training forward (the bias gate's bias
+// update). Call it before any other forward (evaluation) overwrites that forward's cache.
+void model_router_after_step(model *m);
+// The gates' state as checkpoint tensors, a table over the floats of m->router_state:
+// one F32 tensor per MoE layer, model.layers.{l}.block_sparse_moe.gate.<state_name>
+// (router.h), at layer l's slot. count 0 when the gate keeps none (topk). Free with
+// param_table_free.
+void model_router_state_table(param_table *t, const model_config *cfg);
 // The MoE layers' shape for a config; par NULL on one process.
 moe_shape model_moe_shape(const model_config *cfg, const moe_parallel *par);
 // FLOPs of one training step per token: 6·(active matmul params) + attention.

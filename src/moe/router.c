@@ -12,6 +12,7 @@
 static const moe_router *const routers[] = {
     &moe_router_topk,
     &moe_router_swipe,
+    &moe_router_bias,
 };
 
 const moe_router *moe_router_find(const char *name) {

@@ -65,10 +65,23 @@ typedef struct moe_router {
     void (*backward)(kernel_ctx *kc, float *dinp, float *dgate, moe_router_scratch *scr,
                      const float *dtopk_w, const float *inp, const moe_router_cache *c,
                      const moe_router_ctx *ctx, const float *gate, const moe_shape *s, int N);
+    // Optional (NULL: none). Called once per optimizer step that updated the weights,
+    // for every MoE layer, with the cache of that step's training forward: the gate's
+    // state moves by the step's global statistics (the same on every rank, so the
+    // state stays replicated bit for bit).
+    void (*after_step)(void *state, const moe_router_cache *c, const moe_shape *s);
+    // A gate with state keeps floats (state_size a multiple of sizeof(float)), saved in
+    // checkpoints as one F32 tensor per MoE layer named
+    // model.layers.{l}.block_sparse_moe.gate.<state_name>; NULL when it keeps none.
+    const char *state_name;
 } moe_router;
 
 extern const moe_router moe_router_topk;
 extern const moe_router moe_router_swipe;  // router_swipe.c, SWIPE balancing (swipe.h)
+// DeepSeek-V3's auxiliary-loss-free balancing (router_bias.c): softmax or sigmoid
+// scores s; the experts are the top-k of s + b (b: a per-expert bias, the gate's
+// state), the gate weights the chosen s; after each step b_i += rate·sign(mean − load_i).
+extern const moe_router moe_router_bias;
 // The gate of that name, NULL if none.
 const moe_router *moe_router_find(const char *name);
 

@@ -26,13 +26,15 @@
 typedef struct {
     const param_table *t;
     const float *params, *m, *v;
+    const param_table *st;  // the gates' state (replicated: every rank's copy is the same)
+    const float *state;
 } save_source;
 
 static int save_files(const trainer *tr, const save_source *src, const char *tmp) {
     char path[CKPT_PATH_MAX];
     uint64_t model_sum = 0, opt_sum = 0;
-    if (ckpt_tensors_write(tmp, src->t, src->params, src->m, src->v, tr->adam.step, &model_sum,
-                           &opt_sum) != BG_OK)
+    if (ckpt_tensors_write(tmp, src->t, src->params, src->m, src->v, tr->adam.step, src->st,
+                           (const float *)src->state, &model_sum, &opt_sum) != BG_OK)
         return BG_ERR;
     if (io_path_join(path, sizeof path, tmp, "trainer.json") != BG_OK) return BG_ERR;
     char *json = ckpt_meta_json(tr, model_sum, opt_sum);
@@ -111,9 +113,14 @@ static int save_on_this_rank(const trainer *tr, const save_source *src, const ch
 }
 
 int ckpt_save(const trainer *tr, const char *save_dir) {
+    param_table st;
+    model_router_state_table(&st, &tr->m.cfg);
+    const float *state = (const float *)tr->m.router_state;
     if (!tr->m.par) {
-        save_source src = {&tr->m.table, tr->m.params, tr->adam.m, tr->adam.v};
-        return save_on_this_rank(tr, &src, save_dir);
+        save_source src = {&tr->m.table, tr->m.params, tr->adam.m, tr->adam.v, &st, state};
+        int rc = save_on_this_rank(tr, &src, save_dir);
+        param_table_free(&st);
+        return rc;
     }
     // Parallel: rank 0 writes the whole model after gathering the experts; every rank
     // learns the outcome, so all of them go on, or all stop.
@@ -123,13 +130,14 @@ int ckpt_save(const trainer *tr, const char *save_dir) {
     int32_t ok = 1;
     char message[1024] = "";
     if (L->world_rank == 0) {
-        save_source src = {&full.table, full.params, full.m, full.v};
+        save_source src = {&full.table, full.params, full.m, full.v, &st, state};
         if (save_on_this_rank(tr, &src, save_dir) != BG_OK) {
             ok = 0;
             snprintf(message, sizeof message, "%s", bg_last_error());
         }
     }
     ckpt_full_free(&full);
+    param_table_free(&st);
     dist_bcast(L->world, &ok, sizeof ok, 0);
     dist_bcast(L->world, message, sizeof message, 0);
     return ok ? BG_OK : bg_error("%s", message);
@@ -191,8 +199,9 @@ int ckpt_load(trainer *tr, const char *dir) {
     // Files hold the one-process model; this rank reads its tensors by name (its
     // share of the experts in a parallel run), after checking the whole file.
     const param_table *t = &tr->m.table;
-    param_table full;
+    param_table full, st;
     param_table_build(&full, &tr->cfg);
+    model_router_state_table(&st, &tr->cfg);
     char seed[32];
     snprintf(seed, sizeof seed, "%" PRIu64, tr->opt.seed);
     if (strcmp(meta.seed, seed) != 0) {
@@ -200,10 +209,14 @@ int ckpt_load(trainer *tr, const char *dir) {
         goto done;
     }
     if (ckpt_meta_check_config(meta.model_config, &tr->cfg, path) != BG_OK) goto done;
-    if (ckpt_tensors_open(&mf, mpath, meta.model_sum, &full, 0) != BG_OK) goto done;
-    if (ckpt_tensors_open(&of, opath, meta.opt_sum, &full, 1) != BG_OK) goto done;
+    if (ckpt_tensors_open(&mf, mpath, meta.model_sum, &full, &st, 0) != BG_OK) goto done;
+    if (ckpt_tensors_open(&of, opath, meta.opt_sum, &full, NULL, 1) != BG_OK) goto done;
     int64_t step;
-    if (ckpt_tensors_read(&mf, &of, t, tr->m.params, tr->adam.m, tr->adam.v, &step) != BG_OK) goto done;
+    // The gates' state is replicated: every rank reads all of it.
+    if (ckpt_tensors_read(&mf, &of, t, tr->m.params, tr->adam.m, tr->adam.v, &st,
+                          (float *)tr->m.router_state,
+                          &step) != BG_OK)
+        goto done;
     tr->adam.step = (long)step;
     tr->step = meta.step;
     tr->samples = meta.samples;
@@ -216,6 +229,7 @@ int ckpt_load(trainer *tr, const char *dir) {
     rc = BG_OK;
 done:
     param_table_free(&full);
+    param_table_free(&st);
     st_close(&mf);
     st_close(&of);
     ckpt_meta_free(&meta);

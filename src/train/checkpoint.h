@@ -3,7 +3,10 @@
 // Checkpoints: one directory per step under a save directory.
 //
 //   SAVE_DIR/step_00000100/model.safetensors      every parameter under its table name
-//                                                 (experts by global expert id), F32
+//                                                 (experts by global expert id), F32;
+//                                                 then a gate's state, e.g. the bias
+//                                                 gate's ...gate.e_score_correction_bias
+//                                                 (replicated: rank 0's copy is written)
 //   SAVE_DIR/step_00000100/optimizer.safetensors  "<name>.exp_avg", "<name>.exp_avg_sq"
 //                                                 (AdamW m and v), and "step" (I64 scalar)
 //   SAVE_DIR/step_00000100/trainer.json           format_version, step, samples consumed,

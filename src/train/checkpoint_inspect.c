@@ -1,6 +1,7 @@
 #include "train/checkpoint_inspect.h"
 #include "core/error.h"
 #include "io/file_hash.h"
+#include "model/model.h"
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_meta.h"
 #include "train/checkpoint_tensors.h"
@@ -13,7 +14,7 @@
 #include <sys/stat.h>
 
 static void inspect_file(ckpt_file_report *r, const char *path, uint64_t recorded, const param_table *t,
-                         int optimizer) {
+                         const param_table *state_t, int optimizer) {
     memset(r, 0, sizeof *r);
     r->recorded = recorded;
     r->tensors = -1;
@@ -36,7 +37,7 @@ static void inspect_file(ckpt_file_report *r, const char *path, uint64_t recorde
         return;
     }
     st_file f;
-    if (ckpt_tensors_open(&f, path, recorded, t, optimizer) != BG_OK) {
+    if (ckpt_tensors_open(&f, path, recorded, t, state_t, optimizer) != BG_OK) {
         r->status = CKPT_FILE_INVALID;
         snprintf(r->message, sizeof r->message, "%s", bg_last_error());
     } else {
@@ -59,11 +60,13 @@ int ckpt_inspect(const char *dir, ckpt_report *r) {
         r->step = meta.step;
         r->total_steps = meta.total_steps;
         r->samples = meta.samples;
-        param_table t;
+        param_table t, st;
         param_table_build(&t, &r->cfg);
-        inspect_file(&r->model, mpath, meta.model_sum, &t, 0);
-        inspect_file(&r->optimizer, opath, meta.opt_sum, &t, 1);
+        model_router_state_table(&st, &r->cfg);
+        inspect_file(&r->model, mpath, meta.model_sum, &t, &st, 0);
+        inspect_file(&r->optimizer, opath, meta.opt_sum, &t, NULL, 1);
         param_table_free(&t);
+        param_table_free(&st);
     }
     ckpt_meta_free(&meta);
     return rc;

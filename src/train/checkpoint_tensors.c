@@ -18,18 +18,26 @@ static void fill_tensor(st_tensor_in *in, const char *name, const param_tensor *
     in->data = data;
 }
 
+static int state_count(const param_table *st) { return st ? st->count : 0; }
+
 int ckpt_tensors_write(const char *dir, const param_table *t, const float *params, const float *m,
-                       const float *v, int64_t adam_step, uint64_t *model_sum, uint64_t *opt_sum) {
+                       const float *v, int64_t adam_step, const param_table *st,
+                       const float *state, uint64_t *model_sum, uint64_t *opt_sum) {
     char path[CKPT_PATH_MAX];
-    st_tensor_in *ins = bg_calloc((size_t)t->count * 2 + 1, sizeof *ins);
+    const int ns = state_count(st);
+    st_tensor_in *ins = bg_calloc((size_t)t->count * 2 + 1 + ns, sizeof *ins);
     char (*names)[PARAM_NAME_MAX + 16] = bg_calloc((size_t)t->count * 2, sizeof *names);
     st_meta meta[] = {{"format", "pt"}, {"producer", "bagualu"}};
     int rc;
 
     for (int i = 0; i < t->count; i++) fill_tensor(&ins[i], t->tensors[i].name, &t->tensors[i],
                                                    params + t->tensors[i].offset);
+    // The gates' state after the parameters (none for topk: its files stay as they were).
+    for (int i = 0; i < ns; i++)
+        fill_tensor(&ins[t->count + i], st->tensors[i].name, &st->tensors[i],
+                    state + st->tensors[i].offset);
     rc = io_path_join(path, sizeof path, dir, "model.safetensors");
-    if (rc == BG_OK) rc = st_write_file(path, ins, t->count, meta, 2, model_sum);
+    if (rc == BG_OK) rc = st_write_file(path, ins, t->count + ns, meta, 2, model_sum);
 
     if (rc == BG_OK) {
         int n = 0;
@@ -81,13 +89,18 @@ static int check_tensor(const st_file *f, const char *name, st_dtype dtype, int 
 
 // Every expected tensor first (a missing one is named), then the count (an extra one is
 // named: a checkpoint of another model must not load by accident).
-static int check_model_file(const param_table *t, const st_file *f) {
+static int check_model_file(const param_table *t, const param_table *st, const st_file *f) {
+    const param_table none = {0};
+    if (!st) st = &none;
     for (int i = 0; i < t->count; i++)
         if (check_tensor(f, t->tensors[i].name, ST_F32, t->tensors[i].ndim, t->tensors[i].shape) != BG_OK)
             return BG_ERR;
-    if (f->count != t->count)
+    for (int i = 0; i < st->count; i++)
+        if (check_tensor(f, st->tensors[i].name, ST_F32, st->tensors[i].ndim, st->tensors[i].shape) != BG_OK)
+            return BG_ERR;
+    if (f->count != t->count + st->count)
         for (int i = 0; i < f->count; i++)
-            if (!param_table_find(t, f->tensors[i].name))
+            if (!param_table_find(t, f->tensors[i].name) && !param_table_find(st, f->tensors[i].name))
                 return bg_error("%s: unexpected tensor '%s' (not in the model's config)", f->path,
                                 f->tensors[i].name);
     return BG_OK;
@@ -122,14 +135,16 @@ static int check_optimizer_file(const param_table *t, const st_file *f) {
 }
 
 // Opens, verifies the checksum recorded in trainer.json, checks every tensor.
-int ckpt_tensors_open(st_file *f, const char *path, uint64_t sum, const param_table *t, int optimizer) {
+int ckpt_tensors_open(st_file *f, const char *path, uint64_t sum, const param_table *t,
+                      const param_table *st, int optimizer) {
     if (st_open(f, path) != BG_OK) return BG_ERR;
     if (st_verify_checksum(f, sum) != BG_OK) return BG_ERR;
-    return optimizer ? check_optimizer_file(t, f) : check_model_file(t, f);
+    return optimizer ? check_optimizer_file(t, f) : check_model_file(t, st, f);
 }
 
 int ckpt_tensors_read(const st_file *mf, const st_file *of, const param_table *t, float *params,
-                      float *m, float *v, int64_t *adam_step) {
+                      float *m, float *v, const param_table *st, float *state,
+                      int64_t *adam_step) {
     // The step is checked before anything is copied: a failed read leaves the blocks as
     // they were.
     int64_t step;
@@ -143,6 +158,10 @@ int ckpt_tensors_read(const st_file *mf, const st_file *of, const param_table *t
         BG_ASSERT(st_read_raw(of, name, ST_F32, m + p->offset, p->ndim, p->shape) == BG_OK);
         snprintf(name, sizeof name, "%s.exp_avg_sq", p->name);
         BG_ASSERT(st_read_raw(of, name, ST_F32, v + p->offset, p->ndim, p->shape) == BG_OK);
+    }
+    for (int i = 0; i < state_count(st); i++) {
+        const param_tensor *p = &st->tensors[i];
+        BG_ASSERT(st_read_raw(mf, p->name, ST_F32, state + p->offset, p->ndim, p->shape) == BG_OK);
     }
     *adam_step = step;
     return BG_OK;

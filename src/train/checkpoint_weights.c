@@ -90,6 +90,14 @@ int ckpt_load_weights(model *m, const char *path, ckpt_weights_info *info) {
         const param_tensor *p = &tmp.table.tensors[i];
         rc = st_read_f32(&f, p->name, tmp.params + p->offset, p->ndim, p->shape);
     }
+    // The gates' state routes tokens at inference too (the bias gate's bias).
+    param_table st;
+    model_router_state_table(&st, &r.cfg);
+    for (int i = 0; i < st.count && rc == BG_OK; i++) {
+        const param_tensor *p = &st.tensors[i];
+        rc = st_read_f32(&f, p->name, (float *)tmp.router_state + p->offset, p->ndim, p->shape);
+    }
+    param_table_free(&st);
     st_close(&f);
     if (rc != BG_OK) {
         model_free(&tmp);

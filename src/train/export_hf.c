@@ -38,6 +38,12 @@ int export_hf_layout(const model_config *c, hf_layout *layout) {
         if (c->num_shared_experts > 0)
             return bg_error("no Hugging Face layout for this config: Mixtral has no shared experts "
                             "(num_shared_experts is %d)", c->num_shared_experts);
+        // The bias gate picks experts by scores plus a learned bias, which Mixtral's
+        // softmax top-k has no place for: exported, the model would route differently.
+        if (!strcmp(model_router_type_name(c->router_type), "bias"))
+            return bg_error("no Hugging Face layout for this config: Mixtral routes by softmax "
+                            "top-k; router_type bias also adds a per-expert bias (DeepSeek-V3's "
+                            "e_score_correction_bias)");
         if (!c->norm_topk_prob)
             return bg_error("no Hugging Face layout for this config: Mixtral always renormalizes the "
                             "top-k gate weights (norm_topk_prob is false)");

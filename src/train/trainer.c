@@ -292,6 +292,7 @@ int trainer_apply_grads(trainer *tr) {
     // Unscaling folds into AdamW's gradient multiplier with the clipping.
     adamw_update(&tr->adam, m->params, m->grads, &m->table, &tr->hp, tr->last_lr,
                  grad_clip_scale(tr->last_grad_norm, o->clip) / tr->loss_scale);
+    model_router_after_step(m);  // e.g. the bias gate's bias, from this step's global counts
     if (o->dtype == BG_FP16 && ++tr->good_steps >= o->loss_scale_window) {
         tr->good_steps = 0;
         if (tr->loss_scale < 16777216.0f) tr->loss_scale *= 2;  // 2^24: far past any need

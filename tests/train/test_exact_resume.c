@@ -16,6 +16,10 @@
 // dynamic loss scale and its count of good steps change across every stop and must
 // come back from trainer.json. (Scaling by powers of two is exact, so the losses alone
 // would not show a lost scale: the scale and the count are compared directly.)
+// Then once more in fp32 with the `bias` gate (sigmoid scores): its per-expert biases
+// are state outside the parameters, moved every step, and must come back from
+// model.safetensors (compared directly too: a lost bias changes the routing only when
+// it crosses a margin).
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +38,8 @@ typedef struct {
     uint64_t samples;
     float loss_scale;
     long good_steps;
+    float *router_state;  // the gates' state (NULL: none)
+    size_t state_bytes;
 } run_result;
 
 static bg_dtype g_dtype;
@@ -62,10 +68,13 @@ static void capture(run_result *r, const trainer *tr) {
     r->samples = tr->samples;
     r->loss_scale = tr->loss_scale;
     r->good_steps = tr->good_steps;
+    r->state_bytes = tr->m.router_state ? tr->m.router_state_bytes * tr->m.cfg.num_hidden_layers : 0;
+    r->router_state = r->state_bytes ? bg_malloc(r->state_bytes) : NULL;
+    if (r->state_bytes) memcpy(r->router_state, tr->m.router_state, r->state_bytes);
 }
 
 static void release(run_result *r) {
-    free(r->params), free(r->m), free(r->v);
+    free(r->params), free(r->m), free(r->v), free(r->router_state);
     memset(r, 0, sizeof *r);
 }
 
@@ -96,6 +105,7 @@ static int run_split(const train_fixture *f, int K, const char *save_dir, const 
     // Scribble over the live state before freeing: nothing may leak from the first trainer
     // into the second one through reused memory.
     memset(tr.m.params, 0x7f, tr.m.table.numel * sizeof(float));
+    if (tr.m.router_state) memset(tr.m.router_state, 0x7f, tr.m.router_state_bytes);
     trainer_free(&tr);
 
     options(&o, f);
@@ -131,6 +141,9 @@ static void compare(int K, const run_result *ref, const run_result *got) {
     TU_CHECK(ref->loss_scale == got->loss_scale && ref->good_steps == got->good_steps,
              "K=%d: loss scale %g after %ld good steps straight, %g after %ld resumed", K,
              ref->loss_scale, ref->good_steps, got->loss_scale, got->good_steps);
+    TU_CHECK(ref->state_bytes == got->state_bytes &&
+                 (!ref->state_bytes || !memcmp(ref->router_state, got->router_state, ref->state_bytes)),
+             "K=%d: final router state (the bias gate's bias) differs", K);
 }
 
 static void check_all_k(const train_fixture *fp, const char *dtype_name) {
@@ -141,6 +154,9 @@ static void check_all_k(const train_fixture *fp, const char *dtype_name) {
     // The reference itself must move: identical losses at every step would make the
     // comparisons below vacuous.
     TU_CHECK(ref.losses[0] != ref.losses[N - 1], "training does not change the loss");
+    int moved = 0;
+    for (size_t i = 0; i < ref.state_bytes / sizeof(float); i++) moved |= ref.router_state[i] != 0;
+    TU_CHECK(!ref.state_bytes || moved, "the router state never moved");
 
     const int ks[] = {1, 3, WARMUP, 5, N - 1};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
@@ -181,6 +197,13 @@ int main(void) {
     check_all_k(&f, "fp32");
     g_dtype = BG_FP16;
     check_all_k(&f, "fp16");
+    FILE *c = fopen(f.config, "w");
+    BG_ASSERT(c);
+    fprintf(c, "%.*s, \"router_type\": \"bias\", \"router_score\": \"sigmoid\","
+               " \"router_bias_update_rate\": 0.01}", (int)strlen(tiny_moe_json) - 1, tiny_moe_json);
+    fclose(c);
+    g_dtype = BG_FP32;
+    check_all_k(&f, "fp32 bias gate");
     fixture_remove(&f);
     return tu_finish("exact_resume");
 }
