@@ -82,7 +82,8 @@ static moe_shape layer_moe_shape(const model *m) {
 static moe_router_ctx layer_router_ctx(const model *m, int l, int N) {
     const dist_layout *L = m->par ? m->par->layout : NULL;
     return (moe_router_ctx){.comm = L ? L->world : NULL, .seed = m->seed, .step = m->step,
-                            .layer = l, .first_token = L ? (long)L->world_rank * N : 0};
+                            .layer = l, .first_token = L ? (long)L->world_rank * N : 0,
+                            .eval = m->opt.no_grad};
 }
 
 // One layout routine for measuring (arena capacity 0) and for real.
