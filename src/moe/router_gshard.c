@@ -55,20 +55,16 @@ static void gshard_backward(kernel_ctx *kc, float *dinp, float *dgate, moe_route
         const int *idx = c->topk_idx + 2 * (size_t)t;
         const float *dw = dtopk_w + 2 * (size_t)t, *w = c->topk_w + 2 * (size_t)t;
         float *dp = scr->dprobs + (size_t)t * E;
-        int i1 = idx[0], i2 = idx[1];
-        // w1 = p1/(p1+p2) depends on p2 even when the second was dropped: take it again
-        // (the same selection, so the same expert).
-        if (i2 < 0) {
-            int both[2];
-            moe_router_select_row(both, c->logits + (size_t)t * E, p, E, 2, &s->routing);
-            BG_ASSERT(both[0] == i1);
-            i2 = both[1];
-        }
-        double sum = (double)p[i1] + p[i2];
-        double dw2 = idx[1] < 0 ? 0.0 : dw[1];
-        double dot = (double)dw[0] * w[0] + dw2 * w[1];
-        dp[i1] += (float)((dw[0] - dot) / sum);
-        dp[i2] += (float)((dw2 - dot) / sum);
+        // w1 = p1/(p1+p2) depends on p2 even when the second was dropped (here or by
+        // the capacity step): take the pair again (the same selection, the same ids).
+        int pair[2] = {idx[0], idx[1]};
+        if (pair[0] < 0 || pair[1] < 0)
+            moe_router_select_row(pair, c->logits + (size_t)t * E, p, E, 2, &s->routing);
+        double sum = (double)p[pair[0]] + p[pair[1]];
+        double dw1 = idx[0] < 0 ? 0.0 : dw[0], dw2 = idx[1] < 0 ? 0.0 : dw[1];
+        double dot = dw1 * w[0] + dw2 * w[1];
+        dp[pair[0]] += (float)((dw1 - dot) / sum);
+        dp[pair[1]] += (float)((dw2 - dot) / sum);
     }
     moe_router_softmax_dlogits(scr->dlogits, scr->dprobs, c->probs, c->lse, c->n_tokens,
                                s->z_coef, N, E);

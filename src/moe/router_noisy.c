@@ -148,15 +148,25 @@ static void noisy_backward(kernel_ctx *kc, float *dinp, float *dgate, moe_router
     for (int t = 0; t < N; t++) {
         const float *l = c->logits + (size_t)t * E, *r = raw + (size_t)t * E;
         const float *H = Hs + (size_t)t * E, *p = c->probs + (size_t)t * E;
-        const int *idx = c->topk_idx + (size_t)t * k;
-        const float *w = c->topk_w + (size_t)t * k, *dw = dtopk_w + (size_t)t * k;
+        const int *kept = c->topk_idx + (size_t)t * k;
+        const float *dw = dtopk_w + (size_t)t * k;
         float *dl = dL + (size_t)t * E, *dr = dR + (size_t)t * E;
+        // The gate's own choice and weights, taken again from H: a later capacity step
+        // may have dropped some (id −1, weight 0); those pass no combine gradient.
+        int idx[k];
+        double w[k], dwk[k], wsum = 0.0;
+        moe_router_select_row(idx, H, H, E, k, &s->routing);
+        for (int j = 0; j < k; j++) {
+            w[j] = exp((double)H[idx[j]] - H[idx[0]]);
+            wsum += w[j];
+            dwk[j] = (kept[j] < 0 ? 0.0 : dw[j]) + dimp[idx[j]];
+        }
         double dH[E], dsd[E];
         for (int e = 0; e < E; e++) dH[e] = dsd[e] = 0.0;
         // Gates: softmax over the kept H; importance adds dImp to each kept weight.
         double dot = 0.0;
-        for (int j = 0; j < k; j++) dot += (double)w[j] * (dw[j] + dimp[idx[j]]);
-        for (int j = 0; j < k; j++) dH[idx[j]] += w[j] * (dw[j] + dimp[idx[j]] - dot);
+        for (int j = 0; j < k; j++) dot += (w[j] /= wsum) * dwk[j];
+        for (int j = 0; j < k; j++) dH[idx[j]] += w[j] * (dwk[j] - dot);
         // Load: P_e = Φ(u), u = (l_e − thr)/sd_e.
         double dlc[E];
         for (int e = 0; e < E; e++) dlc[e] = 0.0;

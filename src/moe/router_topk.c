@@ -124,7 +124,8 @@ void moe_router_weights_dprobs(float *dprobs, const float *dtopk_w, const float 
             }
             for (int j = 0; j < k; j++) dp[idx[j]] += (float)((dw[j] - dot) / s);
         } else {
-            for (int j = 0; j < k; j++) dp[idx[j]] += dw[j];
+            for (int j = 0; j < k; j++)
+                if (idx[j] >= 0) dp[idx[j]] += dw[j];  // a dropped assignment has no weight
         }
     }
 }
