@@ -101,8 +101,8 @@ static void acts_layout(model_acts *a, bg_arena *ar, const model *m, int B, int 
     int hs = C / NH, L = c->num_hidden_layers;
     int Fd = c->intermediate_size, Ud = ffn_in_rows(c->hidden_act, Fd);
     size_t NC = (size_t)N * C, att = (size_t)B * NH * T * T;
+    a->B = B, a->T = T, a->N = N;  // first: layer_moe_shape reads T (routing groups)
     moe_shape ms = layer_moe_shape(m);
-    a->B = B, a->T = T, a->N = N;
     // Flash attention keeps one number per query row instead of a T×T matrix per head,
     // and needs about (N,C) of backward workspace instead of (B,NH,T,T).
     a->flash = m->opt.attention == MODEL_ATTN_FLASH;

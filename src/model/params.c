@@ -96,6 +96,11 @@ static void walk_phase(walker *w, const model_config *c) {
         int E = c->num_local_experts, F = c->moe_intermediate_size, S = c->num_shared_experts;
         const char *moe = "block_sparse_moe";
         add(w, &lp->moe.gate, l, -1, 1, INIT_NORMAL, E, C, "%s.%d.%s.gate.weight", pre, l, moe);
+        // noisy_topk's noise projection, right after the gate: the router reads both as
+        // one (2E,C) matrix. Zeros, as tensor2tensor's w_noise: it trains from step 1
+        // (the load loss reaches it through softplus'(0) = 1/2).
+        if (!strcmp(model_router_type_name(c->router_type), "noisy_topk"))
+            add(w, NULL, l, -1, 1, INIT_ZEROS, E, C, "%s.%d.%s.gate_noise.weight", pre, l, moe);
         // The held experts' input projections, then their output projections: local
         // expert j's rows are w_in + j*U*C, as moe/ expects.
         for (int e = 0; e < E; e++) {

@@ -80,7 +80,7 @@ static inline size_t moe_expert_rows_cap(const moe_shape *s, int N) {
 
 // Views into the parameter block, or into the gradient block (same layout).
 typedef struct {
-    float *gate;        // (E,C) router
+    float *gate;        // (E,C) router; noisy_topk: (2E,C) = [gate ; gate_noise]
     float *w_in;        // (El,U,C) this rank's experts' input projections, expert-major
     float *w_out;       // (El,C,F)     (El = E, or E/ep_size with expert parallelism)
     float *shared_in;   // (S,U,C), NULL when S == 0

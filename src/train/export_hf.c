@@ -47,6 +47,9 @@ int export_hf_layout(const model_config *c, hf_layout *layout) {
         if (!c->norm_topk_prob)
             return bg_error("no Hugging Face layout for this config: Mixtral always renormalizes the "
                             "top-k gate weights (norm_topk_prob is false)");
+        if (!strcmp(model_router_type_name(c->router_type), "noisy_topk"))
+            return bg_error("no Hugging Face layout for this config: Mixtral has no place for "
+                            "noisy_topk's gate_noise weights (router_type is noisy_topk)");
         *layout = HF_MIXTRAL;
         return BG_OK;
     }
