@@ -26,6 +26,8 @@ int routing_health_init(routing_health *h, const model *m, const dist_layout *la
     for (int l = 0, i = 0; l < c->num_hidden_layers; l++)
         if (model_layer_is_moe(c, l)) h->layer_index[i++] = l;
     h->n_layers = n;
+    // The bias gate's state is its per-expert bias; gates without state have none.
+    for (int i = 0; i < n; i++) h->layers[i].bias = model_router_state(m, h->layer_index[i]);
     if (parallel) {
         // Node numbers of one communicator are comparable with each other.
         for (int q = 0; q < layout->ep; q++) h->dest_node[q] = dist_node_of(layout->ep_comm, q);

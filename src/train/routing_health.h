@@ -14,9 +14,8 @@ typedef struct {
     int dead_experts;           // experts without a token over the last dead-window steps
     double leave_node_frac;     // the world's routed rows sent to a rank on another node,
                                 // over all its routed rows; 0 without expert parallelism
-    // The `bias` gate's per-expert selection bias (E floats), logged when not NULL. The
-    // gate owns it (its router state); whoever wires that gate in points this at layer's
-    // bias. NULL for every other gate.
+    // The `bias` gate's per-expert selection bias (E floats, its router state), logged
+    // when not NULL; NULL for every other gate.
     const float *bias;
 } routing_layer_health;
 

@@ -27,19 +27,20 @@ sed 's/, "router_type": "bias",//; s/"router_score": "sigmoid", "router_bias_upd
 "$BIN" synth --vocab 32 --tokens 2000 --seed 3 --out "$D/val.bin" >/dev/null
 train() { "$BIN" train --data "$D/data.bin" --val "$D/val.bin" --eval-batches 2 --steps 6 --batch-size 2 \
           --seq-len 8 --threads 1 --lr 1e-2 "$@"; }
-train --config "$D/bias.json" --save-dir "$D/bias" >"$D/train.out" 2>"$D/err" || bad "bias run: $(cat "$D/err")"
+train --config "$D/bias.json" --save-dir "$D/bias" --log "$D/bias.jsonl" >"$D/train.out" 2>"$D/err" || bad "bias run: $(cat "$D/err")"
 train --config "$D/topk.json" --save-dir "$D/topk" >/dev/null 2>"$D/err" || bad "topk run: $(cat "$D/err")"
 S=$D/bias/step_00000006
 
 # The tensors: present in model.safetensors, not in the optimizer's; values moved.
-python3 - "$S/model.safetensors" "$S/optimizer.safetensors" "$D/topk/step_00000006/model.safetensors" >"$D/py" 2>&1 <<'PY'
+python3 - "$S/model.safetensors" "$S/optimizer.safetensors" "$D/topk/step_00000006/model.safetensors" \
+  "$D/bias.jsonl" >"$D/py" 2>&1 <<'PY'
 import json, struct, sys
 def tensors(path):
     b = open(path, "rb").read()
     n = struct.unpack("<Q", b[:8])[0]
     h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
     return {k: (v, b[8 + n + v["data_offsets"][0]: 8 + n + v["data_offsets"][1]]) for k, v in h.items()}
-m, o, t = (tensors(p) for p in sys.argv[1:])
+m, o, t = (tensors(p) for p in sys.argv[1:4])
 name = "model.layers.%d.block_sparse_moe.gate.e_score_correction_bias"
 vals = []
 for l in range(2):
@@ -49,6 +50,9 @@ for l in range(2):
 assert any(x != 0 for x in vals), vals  # a layer may oscillate back to 0; not both
 assert not any("e_score_correction_bias" in k for k in o), "bias in the optimizer file"
 assert not any("e_score_correction_bias" in k for k in t), "bias in a topk checkpoint"
+# The metrics log's last router_bias is the bias the checkpoint holds (%.6g: 6 digits).
+logged = [x for layer in json.loads(open(sys.argv[4]).readlines()[-1])["router_bias"] for x in layer]
+assert len(logged) == len(vals) and all(abs(a - b) <= 1e-6 * max(1e-3, abs(b)) for a, b in zip(logged, vals)), (logged, vals)
 PY
 if [ $? -eq 0 ]; then ok; else bad "bias tensors: $(cat "$D/py")"; fi
 
