@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 void train_options_defaults(train_options *o) {
@@ -391,13 +392,16 @@ static void step_traffic(trainer *tr, step_metrics *sm) {
 
 // The memory report of the MoE layers' expert rows, the largest over the ranks: what
 // the buffers were sized for (or the dropless limit they may grow to), and, once
-// steps ran, the most rows a rank received and the rows its grown buffers hold.
+// steps ran, the most rows a rank received, the rows its grown buffers hold and the
+// largest resident memory of a rank.
 static void report_expert_rows(trainer *tr, const char *what) {
     if (tr->cfg.num_local_experts == 0) return;
     long bound, limit, hwm, alloc;
     model_expert_rows(&tr->m, &bound, &limit, &hwm, &alloc);
-    double r[3] = {(double)hwm, (double)alloc, (double)limit};
-    if (tr->world > 1) dist_allreduce_max_f64(tr->layout.world, r, 3);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);  // ru_maxrss: KiB on Linux
+    double r[4] = {(double)hwm, (double)alloc, (double)limit, ru.ru_maxrss / 1024.0};
+    if (tr->world > 1) dist_allreduce_max_f64(tr->layout.world, r, 4);
     if (tr->rank != 0) return;
     if (!strcmp(what, "bound")) {
         if (bound) printf("expert rows per rank: bounded at %ld (buffers sized once)\n", bound);
@@ -406,7 +410,7 @@ static void report_expert_rows(trainer *tr, const char *what) {
         printf("expert rows per rank: high-water mark %.0f of %s %.0f", r[0],
                bound ? "bound" : "limit", bound ? (double)bound : r[2]);
         if (!bound) printf(", grown buffers %.0f rows", r[1]);
-        printf("\n");
+        printf("; peak memory per rank (RSS) %.0f MiB\n", r[3]);
     }
     fflush(stdout);
 }
