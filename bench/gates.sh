@@ -60,14 +60,14 @@ corpus() {  # the demo's corpus, tokenizer and shards, once
 quality() {
     local steps=${1:-600}
     corpus
-    echo "quality: configs/demo_moe.json by gate, $steps steps, batch 16 x 128, seed 1337, 2 ranks (EP=2)"
+    echo "quality: configs/demo_moe.json by gate, $steps steps, 2 ranks (EP=2) of 8 x 128 tokens (the demo's batch), seed 1337"
     printf '%-11s %9s %8s %9s %7s %5s %9s\n' gate val_loss load_cv max/mean drop_% dead step_ms
     for g in "${GATES[@]}"; do
         local name=${g%%|*} extra=${g#*|} run=$OUT/quality-${g%%|*}
         mkdir -p "$run"
         variant configs/demo_moe.json "$name" "$extra" "$run/config.json"
         "${MPIRUN[@]}" -np 2 "$BIN" train --config "$run/config.json" --data "$OUT/data/train.bin" \
-            --val "$OUT/data/val.bin" --eval-batches 8 --batch-size 16 --seq-len 128 --steps "$steps" \
+            --val "$OUT/data/val.bin" --eval-batches 8 --batch-size 8 --seq-len 128 --steps "$steps" \
             --warmup $((steps / 20)) --lr 3e-3 --min-lr 3e-4 --seed 1337 --threads 1 \
             --expert-parallel 2 --log "$run/metrics.jsonl" >"$run/stdout" 2>&1 ||
             { echo "gates: $name failed (see $run/stdout)" >&2; continue; }
@@ -123,7 +123,7 @@ import struct, sys
 n = 200000
 open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)) + struct.pack("<H", 7) * n)
 PY
-    echo "skew: configs/demo_moe.json, every token the same, P=4, EP=4, batch 16 x 128, $steps steps"
+    echo "skew: configs/demo_moe.json, every token the same, P=4, EP=4, 16 x 128 tokens per rank, $steps steps"
     printf '%-11s %-42s %s\n' gate "most expert rows a rank received" "peak RSS per rank"
     for g in "${GATES[@]}"; do
         local name=${g%%|*} extra=${g#*|} run=$OUT/skew-${g%%|*}
