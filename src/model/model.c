@@ -81,6 +81,7 @@ moe_shape model_moe_shape(const model_config *c, const moe_parallel *par) {
 static moe_shape layer_moe_shape(const model *m) {
     moe_shape s = model_moe_shape(&m->cfg, m->par ? &m->moe_par : NULL);
     if (s.routing.group_tokens == 0) s.routing.group_tokens = m->acts.T;  // one sequence
+    s.routing.virtual_workers = m->opt.swipe_virtual_workers;
     return s;
 }
 

@@ -51,6 +51,10 @@ typedef struct {
     // Multiplies the gradient of the objective (dynamic loss scaling for fp16): the
     // gradients backward leaves are loss_scale times the true ones. 1 = none.
     float loss_scale;
+    // swipe on one process standing in for this many expert-parallel workers
+    // (moe_routing.virtual_workers): the layout-equivalence tests compare a P-rank run
+    // with it. 0: off.
+    int swipe_virtual_workers;
 } model_options;
 
 typedef struct {

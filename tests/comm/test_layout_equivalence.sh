@@ -59,6 +59,28 @@ fi
 # Chunked overlap against the same layout unchunked.
 run e4.txt 4 --ep 4 && run e4c.txt 4 --ep 4 --chunks 3 && compare "P=4 EP=4 chunks 3 vs 1" e4.txt e4c.txt
 
+# Every gate (issue 14): one process against P=2 EP=2, P=4 EP=4 and P=4 EP=2, with
+# capacity where the gate is defined with one (switch 1.25, gshard 2). The gates' random
+# draws (switch's jitter, gshard's second-expert keep, noisy_topk's noise) are keyed by
+# the global token, and the bias gate's bias moves by the global counts, so the layout
+# changes only the order of reductions here too.
+for gate in "switch --top-k 1 --capacity 1.25" "gshard --capacity 2" "noisy_topk" "bias"; do
+  tag=${gate%% *}
+  run "ref_$tag.txt" 1 --router $gate || continue
+  for layout in "2 --ep 2" "4 --ep 4" "4 --ep 2"; do
+    set -- $layout; np=$1; shift
+    run "${tag}_$np$*.txt" "$np" --router $gate "$@" &&
+      compare "$tag P=$np $*" "ref_$tag.txt" "${tag}_$np$*.txt"
+  done
+done
+# swipe balances each expert-parallel worker, so the layout is part of its definition:
+# P ranks of one EP group against one process standing in for P workers.
+for np in 2 4; do
+  run "ref_swipe$np.txt" 1 --router swipe --virtual-workers $np &&
+    run "swipe_$np.txt" $np --router swipe --ep $np &&
+    compare "swipe P=$np EP=$np vs one process as $np workers" "ref_swipe$np.txt" "swipe_$np.txt"
+done
+
 # Bitwise reproducibility at a fixed layout.
 run again1.txt 4 --ep 4 --ranks-per-node 2 --algo hier && run again2.txt 4 --ep 4 --ranks-per-node 2 --algo hier &&
   if cmp -s "$D/again1.txt" "$D/again2.txt"; then pass=$((pass+1)); echo "ok   P=4 EP=4 hierarchical is bitwise reproducible"

@@ -1,8 +1,11 @@
 // One training run of a tiny MoE model in a given parallel layout; rank 0 writes
 // the loss, aux loss and z-loss of every step. test_layout_equivalence.sh compares
 // layouts against one process. Flags: --ep EP --ranks-per-node R --algo flat|hier
-// --chunks C --experts E --top-k K --global-batch GB --seq T --steps S --out FILE. Without --out (as a
-// plain CTest run) it trains on one process and checks the losses are finite.
+// --chunks C --experts E --top-k K --global-batch GB --seq T --steps S --out FILE;
+// the gate: --router TYPE (router_type; bias with sigmoid scores, switch with input
+// jitter 0.1) --capacity CF (capacity_factor) --virtual-workers W (swipe on one process
+// as W workers). Without --out (as a plain CTest run) it trains on one process and
+// checks the losses are finite.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +22,9 @@
 
 int main(int argc, char **argv) {
     dist_init(&argc, &argv);
-    int chunks = 1, ep = 0, rpn = 0, E = 4, k = 2, GB = 12, steps = 10, T = 8;
-    const char *algo = "flat", *out = NULL;
+    int chunks = 1, ep = 0, rpn = 0, E = 4, k = 2, GB = 12, steps = 10, T = 8, vw = 0;
+    float cf = 0.0f;
+    const char *algo = "flat", *out = NULL, *router = "topk";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--ep")) ep = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--ranks-per-node")) rpn = atoi(argv[i + 1]);
@@ -32,6 +36,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--seq")) T = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--chunks")) chunks = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--out")) out = argv[i + 1];
+        else if (!strcmp(argv[i], "--router")) router = argv[i + 1];
+        else if (!strcmp(argv[i], "--capacity")) cf = (float)atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--virtual-workers")) vw = atoi(argv[i + 1]);
     }
     dist_layout L;
     if (dist_layout_init(&L, E, ep, rpn) != BG_OK) {
@@ -57,11 +64,22 @@ int main(int argc, char **argv) {
     c.router_aux_loss_coef = 0.01f;
     c.router_z_loss_coef = 0.001f;
     c.initializer_range = 0.1f;
+    c.router_type = -1;
+    for (int t = 0; model_router_type_name(t); t++)
+        if (!strcmp(model_router_type_name(t), router)) c.router_type = t;
+    c.router_score = !strcmp(router, "bias");  // sigmoid: the bias gate's DeepSeek-V3 scores
+    c.router_jitter = !strcmp(router, "switch") ? 0.1f : 0.0f;
+    c.capacity_factor = cf;
+    if (c.router_type < 0 || model_config_validate(&c, "test") != BG_OK) {
+        fprintf(stderr, "config: %s\n", c.router_type < 0 ? "unknown --router" : bg_last_error());
+        dist_abort(2);
+    }
 
     model_parallel par = {.layout = &L, .a2a_algo = strcmp(algo, "hier") ? DIST_A2A_FLAT : DIST_A2A_HIER,
                           .a2a_chunks = chunks};
     model m;
     model_init_parallel(&m, &c, 42, P > 1 ? &par : NULL);
+    m.opt.swipe_virtual_workers = vw;
     model_prepare(&m, B, T);
     adamw_state opt;
     adamw_init(&opt, m.table.numel);
@@ -85,6 +103,7 @@ int main(int argc, char **argv) {
         grad_sync_grads(&m);
         double norm = grad_sync_norm(&m);
         adamw_update(&opt, m.params, m.grads, &m.table, &hp, 3e-3f, grad_clip_scale(norm, 1.0f));
+        model_router_after_step(&m);  // the bias gate's bias moves by the global counts
         if (P > 1 && L.ep > 1)
             for (int l = 0; l < c.num_hidden_layers; l++)
                 for (int q = 0; q < L.ep; q++) zero_blocks += m.acts.layers[l].moe.exchange.send_rows[q] == 0;

@@ -2,8 +2,9 @@
 # The communication layer under mpirun: layout, all-to-all (flat, hierarchical,
 # chunked, traffic counters), all-reduce, the MoE dispatchers and the swipe gate at
 # P = 1, 2, 3, 4, with emulated nodes of 1 and 2 ranks (--ranks-per-node) and the real
-# node. Each program checks everything itself; a run passes when mpirun exits 0 within
-# its time limit.
+# node; every gate's expert ids, drops and rows per worker against one process
+# (comm_test_capacity_layout) at P = 1, 2, 4. Each program checks everything itself;
+# a run passes when mpirun exits 0 within its time limit.
 . "$(dirname "$0")/dist_launch.sh"
 dist_have_mpi || exit 0
 LOG=$(mktemp)
