@@ -37,9 +37,37 @@ static uint32_t float_order(float w) {
     return (u & 0x80000000u) ? ~u : u | 0x80000000u;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
+// Ascending heapsort in place: glibc's qsort may allocate a merge buffer, and a step
+// must not allocate.
+static void sift_down(uint64_t *a, size_t i, size_t n) {
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) return;
+        if (c + 1 < n && a[c + 1] > a[c]) c++;
+        if (a[i] >= a[c]) return;
+        uint64_t t = a[i];
+        a[i] = a[c], a[c] = t, i = c;
+    }
+}
+
+static void sort_u64(uint64_t *a, size_t n) {
+    for (size_t i = n / 2; i-- > 0;) sift_down(a, i, n);
+    for (size_t end = n; end-- > 1;) {
+        uint64_t t = a[0];
+        a[0] = a[end], a[end] = t;
+        sift_down(a, 0, end);
+    }
+}
+
+// Assignment i takes a place of its expert while the expert has fewer than cap, else it
+// is dropped: 1 when dropped.
+static int take_or_drop(int *idx, float *w, size_t i, int *taken, long cap) {
+    if (taken[idx[i]] < cap) {
+        taken[idx[i]]++;
+        return 0;
+    }
+    idx[i] = -1, w[i] = 0.0f;
+    return 1;
 }
 
 // One group: idx, w (G,k). Returns the drops.
@@ -53,14 +81,7 @@ static long group_apply(int *idx, float *w, uint64_t *keys, int G, int k, int E,
         for (int j = 0; j < k; j++)
             for (int t = 0; t < G; t++) {
                 size_t i = (size_t)t * k + j;
-                int e = idx[i];
-                if (e < 0) continue;
-                if (taken[e] < cap) {
-                    taken[e]++;
-                } else {
-                    idx[i] = -1, w[i] = 0.0f;
-                    dropped++;
-                }
+                if (idx[i] >= 0) dropped += take_or_drop(idx, w, i, taken, cap);
             }
         return dropped;
     }
@@ -69,16 +90,9 @@ static long group_apply(int *idx, float *w, uint64_t *keys, int G, int k, int E,
     size_t n = 0;
     for (size_t i = 0; i < Gk; i++)
         if (idx[i] >= 0) keys[n++] = (uint64_t)(~float_order(w[i])) << 32 | (uint64_t)i;
-    qsort(keys, n, sizeof *keys, cmp_u64);
+    sort_u64(keys, n);
     for (size_t x = 0; x < n; x++) {
-        size_t i = (size_t)(keys[x] & 0xffffffffu);
-        int e = idx[i];
-        if (taken[e] < cap) {
-            taken[e]++;
-        } else {
-            idx[i] = -1, w[i] = 0.0f;
-            dropped++;
-        }
+        dropped += take_or_drop(idx, w, (size_t)(keys[x] & 0xffffffffu), taken, cap);
     }
     return dropped;
 }
