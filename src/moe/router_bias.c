@@ -26,11 +26,11 @@
 static size_t bias_state_size(const moe_shape *s) { return (size_t)s->E * sizeof(float); }
 
 // logits (N,E), bias (E) → scores (N,E) (softmax or sigmoid), lse (N), topk_idx (N,k)
-// the k largest s + b in descending order (ties to the LOWER expert index), topk_w (N,k)
-// their s, normalized when norm.
+// the k largest s + b in descending order (ties to the LOWER expert index; within the
+// group limit of r), topk_w (N,k) their s, normalized when norm.
 static void bias_scores_topk(float *scores, float *lse, int *topk_idx, float *topk_w,
                              const float *logits, const float *bias, int N, int E, int k,
-                             int sigmoid, int norm) {
+                             int sigmoid, int norm, const moe_routing *r) {
     BG_ASSERT(k >= 1 && k <= E);
     #pragma omp parallel for schedule(static)
     for (int t = 0; t < N; t++) {
@@ -47,21 +47,12 @@ static void bias_scores_topk(float *scores, float *lse, int *topk_idx, float *to
             float inv = (float)(1.0 / sum);
             for (int e = 0; e < E; e++) p[e] = expf(l[e] - mx) * inv;
         }
-        // Repeated selection on s + b, O(k·E); a strict '>' keeps the lower index on an
-        // exact tie, so the choice is deterministic and thread-count independent.
+        // The experts, and with a group limit the groups, are chosen on s + b, as
+        // DeepSeek-V3 does; ties go to the lower index.
         int *idx = topk_idx + (size_t)t * k;
-        for (int j = 0; j < k; j++) {
-            int best = -1;
-            float best_v = 0.0f;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int i = 0; i < j; i++) taken |= idx[i] == e;
-                if (taken) continue;
-                float v = p[e] + bias[e];
-                if (best < 0 || v > best_v) best = e, best_v = v;
-            }
-            idx[j] = best;
-        }
+        float key[E];
+        for (int e = 0; e < E; e++) key[e] = p[e] + bias[e];
+        moe_router_select_row(idx, key, key, E, k, r);
         float *w = topk_w + (size_t)t * k;
         double s = 0.0;
         for (int j = 0; j < k; j++) {
@@ -79,7 +70,8 @@ static void bias_forward(kernel_ctx *kc, moe_router_cache *c, const moe_router_c
     if (N > 0) {
         matmul_forward_fp32(kc, c->logits, inp, gate, N, s->C, s->E);  // routing stays fp32
         bias_scores_topk(c->probs, c->lse, c->topk_idx, c->topk_w, c->logits, ctx->state, N,
-                         s->E, s->k, s->routing.score == MOE_SCORE_SIGMOID, s->norm_topk_prob);
+                         s->E, s->k, s->routing.score == MOE_SCORE_SIGMOID, s->norm_topk_prob,
+                         &s->routing);
     }
     moe_router_balance_statistics(c, ctx, s, N);  // counts_global and the z-loss
     c->aux_loss = 0.0;

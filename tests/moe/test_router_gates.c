@@ -5,6 +5,7 @@
 #include "kernels/kernels.h"
 #include "moe/router.h"
 #include "moe_ref.h"
+#include "core/error.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -28,6 +29,7 @@ static kernel_ctx *g_kc;
 typedef struct {
     moe_shape s;
     moe_router_ctx ctx;
+    float state[64];    // a gate's state (the bias gate's per-expert bias), for E <= 64
     bg_arena arena;
     moe_router_cache c;
     moe_router_scratch scr;
@@ -38,7 +40,11 @@ static void run_init(gate_run *g, const moe_shape *s, int N) {
     memset(g, 0, sizeof *g);
     g->s = *s;
     g->N = N;
-    g->ctx = (moe_router_ctx){.seed = 7, .step = 3, .layer = 1};
+    g->ctx = (moe_router_ctx){.seed = 7, .step = 3, .layer = 1, .state = g->state};
+    BG_ASSERT(s->router->state_size(s) <= sizeof g->state);
+    // A bias that favours the odd experts, so that selection on score + bias differs
+    // from selection on the score alone.
+    for (int e = 0; e < 64; e++) g->state[e] = e % 2 ? 0.2f : 0.0f;
     bg_arena m;
     bg_arena_init(&m, 0);
     moe_router_cache_layout(&g->c, &m, s, N);
@@ -460,6 +466,7 @@ int main(void) {
     check_groups_gates(&moe_router_switch, 1);
     check_groups_gates(&moe_router_gshard, 2);
     check_groups_gates(&moe_router_noisy_topk, 2);
+    check_groups_gates(&moe_router_bias, 2);
     s = shape(&moe_router_topk, 5, 8, 3);
     s.aux_coef = 0.5f;
     s.routing.groups = 4;
