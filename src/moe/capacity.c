@@ -30,6 +30,11 @@ size_t moe_expert_rows_bound(const moe_shape *s, int N) {
     return bound < worst ? bound : worst;
 }
 
+int moe_expert_rows_growable(const moe_shape *s, int N) {
+    return moe_expert_rows_bound(s, N) == 0 ||
+           (s->router && s->router->balanced_rows && !(s->routing.capacity_factor > 0));
+}
+
 // Floats as unsigned integers in the same order (sign flipped, negatives reversed).
 static uint32_t float_order(float w) {
     uint32_t u;

@@ -20,6 +20,10 @@ long moe_capacity_per_group(const moe_shape *s, int G);
 // dropless worst case N·min(k,El)·EP caps them. 0: unbounded (dropless expert
 // parallelism), the receive buffers grow with the rows actually exchanged.
 size_t moe_expert_rows_bound(const moe_shape *s, int N);
+// Whether the receive buffers may grow past that bound onto the heap: dropless (no
+// bound), and a balanced gate without a capacity, whose bound holds only in training
+// (SWIPE evaluates with plain top-k).
+int moe_expert_rows_growable(const moe_shape *s, int N);
 // Drops the overflow of every group in place and returns the assignments dropped.
 // Entries already -1 (a gate's own) are skipped. keys: workspace of G·k. The rules:
 //   position:    slots in order j = 0..k-1, within a slot tokens in group order; an

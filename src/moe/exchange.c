@@ -25,9 +25,10 @@ void moe_exchange_cache_layout(moe_exchange_cache *xc, bg_arena *arena, const mo
     xc->send_rows = BG_ARENA_NEW(arena, int, P);
     xc->recv_rows = BG_ARENA_NEW(arena, int, P);
     xc->local_offsets = BG_ARENA_NEW(arena, int, chunks * El + 1);
-    xc->grown = bound == 0;
+    xc->grown = moe_expert_rows_growable(s, N);
+    xc->heap = 0;
     xc->rows_alloc = bound;
-    if (xc->grown) {
+    if (bound == 0) {
         xc->recv_to_local = NULL;
         xc->x_recv = xc->x_local = xc->y_local = NULL;
         return;
@@ -41,10 +42,11 @@ void moe_exchange_cache_layout(moe_exchange_cache *xc, bg_arena *arena, const mo
 void moe_exchange_scratch_layout(moe_exchange_scratch *xs, bg_arena *arena, const moe_shape *s,
                                  int N) {
     size_t C = (size_t)s->C, bound = moe_expert_rows_bound(s, N);
-    xs->grown = bound == 0;
+    xs->grown = moe_expert_rows_growable(s, N);
+    xs->heap = 0;
     xs->rows_alloc = bound;
     xs->chunked = exchange_chunks(s) > 1;
-    if (xs->grown) {
+    if (bound == 0) {
         xs->ex_a = xs->ex_b = xs->ex_c = NULL;
         return;
     }
@@ -54,18 +56,20 @@ void moe_exchange_scratch_layout(moe_exchange_scratch *xs, bg_arena *arena, cons
 }
 
 void moe_exchange_cache_free(moe_exchange_cache *xc) {
-    if (!xc->grown) return;
+    if (!xc->heap) return;
     free(xc->recv_to_local), free(xc->x_recv), free(xc->x_local), free(xc->y_local);
     xc->recv_to_local = NULL;
     xc->x_recv = xc->x_local = xc->y_local = NULL;
     xc->rows_alloc = 0;
+    xc->heap = 0;
 }
 
 void moe_exchange_scratch_free(moe_exchange_scratch *xs) {
-    if (!xs->grown) return;
+    if (!xs->heap) return;
     free(xs->ex_a), free(xs->ex_b), free(xs->ex_c);
     xs->ex_a = xs->ex_b = xs->ex_c = NULL;
     xs->rows_alloc = 0;
+    xs->heap = 0;
 }
 
 // Rows to hold `need`: an eighth more, so that a slowly rising peak does not allocate
@@ -81,7 +85,7 @@ void moe_exchange_reserve(moe_exchange_cache *xc, int C) {
     BG_ASSERT(xc->grown);  // a bound that the routing broke is a bug
     size_t rows = grow_rows(need, xc->rows_worst);
     moe_exchange_cache_free(xc);
-    xc->grown = 1;
+    xc->heap = 1;
     xc->recv_to_local = bg_aligned_alloc(sizeof(int) * rows);
     xc->x_recv = bg_aligned_alloc(sizeof(float) * rows * C);
     xc->x_local = bg_aligned_alloc(sizeof(float) * rows * C);
@@ -99,6 +103,7 @@ void moe_exchange_scratch_reserve(moe_exchange_scratch *xs, const moe_exchange_c
     xs->ex_b = bg_aligned_alloc(sizeof(float) * rows * C);
     xs->ex_c = xs->chunked ? bg_aligned_alloc(sizeof(float) * rows * C) : NULL;
     xs->rows_alloc = rows;
+    xs->heap = 1;
 }
 
 void moe_exchange_counts(moe_exchange_cache *xc, const int *counts, const moe_shape *s) {

@@ -14,8 +14,9 @@
 
 // The exchange's plan and buffers, per layer; R = rows received this step. The row
 // buffers hold rows_alloc rows: with a bound on the rows (capacity.h) they are the
-// activation arena's, sized once; dropless they are the heap's (grown = 1), sized from
-// the rows actually exchanged and grown only when a step needs more.
+// activation arena's, sized once; dropless they are the heap's, sized from the rows
+// actually exchanged and grown only when a step needs more (grown = 1: may grow; a
+// balanced gate's arena buffers may be replaced by larger heap ones in evaluation).
 typedef struct {
     int *recv_counts;   // (ep_size,El) rows from each source rank for each local expert
     int *send_rows;     // (ep_size)
@@ -28,7 +29,8 @@ typedef struct {
     float *y_local;     // (rows_alloc,C) expert outputs, local-expert-major
     int rows_local;     // R
     int ep_size;
-    int grown;          // 1: the row buffers are the heap's, grown on demand
+    int grown;          // 1: the row buffers may grow on demand
+    int heap;           // 1: they are the heap's now
     size_t rows_alloc;  // rows the row buffers hold
     size_t rows_worst;  // moe_expert_rows_cap: growth never goes past it
     long rows_hwm;      // the most rows received in one step so far
@@ -38,7 +40,7 @@ typedef struct {
 typedef struct {
     float *ex_a, *ex_b; // (rows_alloc,C) gradients received and reordered
     float *ex_c;        // (rows_alloc,C) third buffer for the chunked exchange, NULL otherwise
-    int grown;
+    int grown, heap;
     int chunked;        // ex_c is needed
     size_t rows_alloc;
 } moe_exchange_scratch;

@@ -28,7 +28,8 @@ static void expert_cache_layout(moe_expert_cache *c, bg_arena *arena, const moe_
     size_t n = (size_t)N, F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F);
     size_t S = (size_t)s->S, bound = moe_expert_rows_bound(s, N);
     c->x = NULL;
-    c->grown = bound == 0;
+    c->grown = moe_expert_rows_growable(s, N);
+    c->heap = 0;
     c->rows_alloc = bound;
     c->rows_hwm = 0;
     c->h = bound ? BG_ARENA_NEW(arena, float, bound * U) : NULL;
@@ -51,27 +52,30 @@ void moe_scratch_layout(moe_scratch *scr, bg_arena *arena, const moe_shape *s, i
     moe_router_scratch_layout(&scr->router, arena, s, N);
     scr->dtopk_w = BG_ARENA_NEW(arena, float, NK);
     dispatcher_of(s)->scratch_layout(&scr->dispatch, &scr->exchange, arena, s, N);
-    scr->grown = bound == 0;
-    scr->rows_alloc = scr->grown ? 0 : rows;
-    scr->dh = scr->grown ? NULL : BG_ARENA_NEW(arena, float, rows * U);
-    scr->da = scr->grown ? NULL : BG_ARENA_NEW(arena, float, rows * F);
+    scr->grown = moe_expert_rows_growable(s, N);
+    scr->heap = 0;
+    scr->rows_alloc = bound ? rows : 0;
+    scr->dh = bound ? BG_ARENA_NEW(arena, float, rows * U) : NULL;
+    scr->da = bound ? BG_ARENA_NEW(arena, float, rows * F) : NULL;
 }
 
 void moe_acts_free(moe_acts *acts) {
     moe_expert_cache *c = &acts->experts;
-    if (c->grown) {
+    if (c->heap) {
         free(c->h), free(c->a);
         c->h = c->a = NULL;
         c->rows_alloc = 0;
+        c->heap = 0;
     }
     moe_exchange_cache_free(&acts->exchange);
 }
 
 void moe_scratch_free(moe_scratch *scr) {
-    if (scr->grown) {
+    if (scr->heap) {
         free(scr->dh), free(scr->da);
         scr->dh = scr->da = NULL;
         scr->rows_alloc = 0;
+        scr->heap = 0;
     }
     moe_exchange_scratch_free(&scr->exchange);
 }
@@ -81,10 +85,11 @@ static void expert_cache_reserve(moe_expert_cache *c, const moe_exchange_cache *
                                  const moe_shape *s) {
     if (!c->grown || xc->rows_alloc <= c->rows_alloc) return;
     size_t rows = xc->rows_alloc, F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F);
-    free(c->h), free(c->a);
+    if (c->heap) free(c->h), free(c->a);
     c->h = bg_aligned_alloc(sizeof(float) * rows * U);
     c->a = bg_aligned_alloc(sizeof(float) * rows * F);
     c->rows_alloc = rows;
+    c->heap = 1;
 }
 
 // The backward workspace of the experts, before anything writes it.
@@ -93,10 +98,11 @@ static void scratch_reserve(moe_scratch *scr, const moe_acts *acts, const moe_sh
     size_t need = acts->exchange.rows_alloc > (size_t)N ? acts->exchange.rows_alloc : (size_t)N;
     if (need <= scr->rows_alloc) return;
     size_t F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F);
-    free(scr->dh), free(scr->da);
+    if (scr->heap) free(scr->dh), free(scr->da);
     scr->dh = bg_aligned_alloc(sizeof(float) * need * U);
     scr->da = bg_aligned_alloc(sizeof(float) * need * F);
     scr->rows_alloc = need;
+    scr->heap = 1;
 }
 
 // The capacity between the gate and the plan: the gate's own ids and weights are kept

@@ -24,7 +24,8 @@ typedef struct {
     float *a;           // (rows_alloc,F) their activations
     float *sh_h;        // (S,N,U) shared experts' caches, NULL when S == 0
     float *sh_a;        // (S,N,F)
-    int grown;          // 1: h and a are the heap's, grown with the exchange's buffers
+    int grown;          // 1: h and a may grow with the exchange's buffers
+    int heap;           // 1: they are the heap's now
     size_t rows_alloc;
     long rows_hwm;      // the most rows the experts received in one forward so far
 } moe_expert_cache;
@@ -45,7 +46,8 @@ typedef struct {
     moe_exchange_scratch exchange;
     float *dh;                    // (rows_alloc,U) routed and shared experts
     float *da;                    // (rows_alloc,F)
-    int grown;                    // 1: dh and da are the heap's, grown in the backward
+    int grown;                    // 1: dh and da may grow in the backward
+    int heap;                     // 1: they are the heap's now
     size_t rows_alloc;            // >= N and >= the routed rows
 } moe_scratch;
 

@@ -35,6 +35,16 @@ for layout in "2 --expert-parallel 2" "4 --expert-parallel 4 --ranks-per-node 2 
   else bad "P=$np $*: exit $?"; tail -3 "$D/err"; fi
 done
 
+# SWIPE bounds each rank's rows at N·k in training only: evaluation routes plain top-k,
+# so its receive buffers must grow past the bound instead of failing.
+python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['router_type']='swipe'; json.dump(c, open(sys.argv[2], 'w'))" \
+  "$CFG" "$D/swipe.json"
+if mpi 2 --config "$D/swipe.json" --data "$D/t.bin" --val "$D/v.bin" --threads 1 --steps 4 --seq-len 32 \
+    --batch-size 4 --expert-parallel 2 --eval-every 2 --eval-batches 4 >"$D/out" 2>"$D/err"; then
+  grep -q 'val loss after training' "$D/out" && ok "P=2 swipe: training and evaluation" ||
+    bad "P=2 swipe: no final validation loss"
+else bad "P=2 swipe with evaluation: exit $?"; tail -3 "$D/err"; fi
+
 # Resharding: save at P=4 EP=4 after 5 steps, resume at P=2 EP=2; and P=1 -> P=4.
 # The reference resumes at the same layout (P=1 -> P=1); the first leg runs a
 # 5-step schedule, so all of them continue from the same state.
