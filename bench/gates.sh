@@ -12,7 +12,8 @@
 #       the same experts; per gate the most expert rows a rank received (its high-water
 #       mark, against its bound or limit) and the peak resident memory of a rank.
 #
-# BUILD (default build), OUT (default out/gates), THREADS (default 2).
+# BUILD (default build), OUT (default out/gates), THREADS (default 2), ONLY (gate names:
+# run just those).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -33,6 +34,11 @@ GATES=(
   "swipe|"
   "bias|\"router_score\": \"sigmoid\""
 )
+if [ -n "${ONLY:-}" ]; then
+    kept=()
+    for g in "${GATES[@]}"; do [[ " $ONLY " == *" ${g%%|*} "* ]] && kept+=("$g"); done
+    GATES=("${kept[@]}")
+fi
 
 # variant BASE_CONFIG GATE EXTRA OUT_CONFIG: the base config with router_type and EXTRA.
 variant() {
