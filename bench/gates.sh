@@ -98,7 +98,7 @@ speed() {
     echo "(one process: swipe has one worker, so its exchange of counts does not run)"
     printf '%-11s %10s %10s %9s\n' gate gate_ms topk_ms median_ratio
     step_ms() {
-        "$bench" --config "$1" --batch 8 --seq 256 --threads "$THREADS" --steps 4 --warmup 2 \
+        "$bench" --config "$1" --batch 8 --seq 256 --threads "$THREADS" --steps 8 --warmup 2 \
             --dtype bf16 | sed -n 's/^train step: median \([0-9.]*\) ms.*/\1/p'
     }
     for g in "${GATES[@]}"; do

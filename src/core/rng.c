@@ -13,6 +13,16 @@ uint64_t bg_rng_u64(bg_rng *r) {
 
 double bg_rng_uniform(bg_rng *r) { return (bg_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
 
+void bg_rng_normals(bg_rng *r, float *out, int n) {
+    for (int i = 0; i < n; i += 2) {
+        double u1 = bg_rng_uniform(r), u2 = bg_rng_uniform(r);
+        if (u1 < 1e-300) u1 = 1e-300;
+        double rad = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
+        out[i] = (float)(rad * cos(a));
+        if (i + 1 < n) out[i + 1] = (float)(rad * sin(a));
+    }
+}
+
 float bg_rng_normal(bg_rng *r) {
     double u1 = bg_rng_uniform(r), u2 = bg_rng_uniform(r);
     if (u1 < 1e-300) u1 = 1e-300;

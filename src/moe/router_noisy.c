@@ -14,7 +14,8 @@
 // The gate's parameter is (2E,C) = [Wg ; Wnoise] (model/params.c keeps gate_noise right
 // after gate, initialized to zeros like t2t's w_noise: noise softplus(0) + 0.01 at the
 // start, and the load loss's gradient reaches it from step 1). z is keyed by (seed,
-// step, layer, global token), drawn expert by expert. probs / lse are the softmax of
+// step, layer, global token), drawn expert by expert in Box-Muller pairs and kept for
+// the backward. probs / lse are the softmax of
 // the clean logits (the z-loss and routing metrics use them). Group limits select on
 // H's group sums. The balance loss is always batch-wide (aux_scope sequence applies to
 // the f·P loss of the other gates).
@@ -39,8 +40,9 @@ static size_t noisy_state_size(const moe_shape *s) {
     return 0;
 }
 
-// raw noise logits x·Wnoise, noisy logits H, and the load probabilities P, each (N,E).
-static size_t noisy_cache_floats(const moe_shape *s, int N) { return 3 * (size_t)N * s->E; }
+// raw noise logits x·Wnoise, noisy logits H, the load probabilities P and the normal
+// draws z (kept for the backward rather than drawn again), each (N,E).
+static size_t noisy_cache_floats(const moe_shape *s, int N) { return 4 * (size_t)N * s->E; }
 
 static int noisy_load(const moe_router_ctx *ctx, const moe_shape *s) {
     return !ctx->eval && s->k < s->E;
@@ -66,7 +68,7 @@ static void noisy_forward(kernel_ctx *kc, moe_router_cache *c, const moe_router_
                           const float *inp, const float *gate, const moe_shape *s, int N) {
     const int E = s->E, k = s->k, C = s->C, noise = !ctx->eval, load = noisy_load(ctx, s);
     const size_t NE = (size_t)N * E;
-    float *raw = c->gate_cache, *Hs = raw + NE, *Ps = Hs + NE;
+    float *raw = c->gate_cache, *Hs = raw + NE, *Ps = Hs + NE, *Zs = Ps + NE;
     if (N > 0) {
         matmul_forward_fp32(kc, c->logits, inp, gate, N, C, E);
         matmul_forward_fp32(kc, raw, inp, gate + (size_t)E * C, N, C, E);
@@ -74,12 +76,17 @@ static void noisy_forward(kernel_ctx *kc, moe_router_cache *c, const moe_router_
     #pragma omp parallel for schedule(static)
     for (int t = 0; t < N; t++) {
         const float *l = c->logits + (size_t)t * E, *r = raw + (size_t)t * E;
-        float *H = Hs + (size_t)t * E, *P = Ps + (size_t)t * E;
+        float *H = Hs + (size_t)t * E, *P = Ps + (size_t)t * E, *z = Zs + (size_t)t * E;
         moe_router_softmax_row(c->probs + (size_t)t * E, &c->lse[t], l, E);
-        bg_rng rng;
-        moe_router_token_rng(&rng, ctx, MOE_RNG_NOISY, ctx->first_token + t);
-        for (int e = 0; e < E; e++)
-            H[e] = noise ? l[e] + bg_rng_normal(&rng) * moe_router_noise_stddev(r[e]) : l[e];
+        if (noise) {
+            bg_rng rng;
+            moe_router_token_rng(&rng, ctx, MOE_RNG_NOISY, ctx->first_token + t);
+            bg_rng_normals(&rng, z, E);
+        }
+        for (int e = 0; e < E; e++) {
+            if (!noise) z[e] = 0.0f;
+            H[e] = noise ? l[e] + z[e] * moe_router_noise_stddev(r[e]) : l[e];
+        }
         int *idx = c->topk_idx + (size_t)t * k;
         float *w = c->topk_w + (size_t)t * k;
         moe_router_select_row(idx, H, H, E, k, &s->routing);
@@ -135,7 +142,7 @@ static void noisy_backward(kernel_ctx *kc, float *dinp, float *dgate, moe_router
                            const moe_router_ctx *ctx, const float *gate, const moe_shape *s,
                            int N) {
     if (N == 0) return;
-    const int E = s->E, k = s->k, C = s->C, noise = !ctx->eval, load = noisy_load(ctx, s);
+    const int E = s->E, k = s->k, C = s->C, load = noisy_load(ctx, s);
     const size_t NE = (size_t)N * E;
     const float *raw = c->gate_cache, *Hs = raw + NE;
     const double *imp = c->stats + MOE_ROUTER_STATS_EXTRA(E), *ld = imp + E;
@@ -185,12 +192,10 @@ static void noisy_backward(kernel_ctx *kc, float *dinp, float *dgate, moe_router
             }
         }
         // H = l + z·sd, sd = softplus(r) + eps; the z-loss on the clean logits' lse.
-        bg_rng rng;
-        moe_router_token_rng(&rng, ctx, MOE_RNG_NOISY, ctx->first_token + t);
+        const float *z = c->gate_cache + 3 * (size_t)N * E + (size_t)t * E;  // the forward's draws
         double zt = z_scale * c->lse[t];
         for (int e = 0; e < E; e++) {
-            double z = noise ? bg_rng_normal(&rng) : 0.0;
-            dsd[e] += dH[e] * z;
+            dsd[e] += dH[e] * z[e];
             dl[e] = (float)(dlc[e] + dH[e] + p[e] * zt);
             dr[e] = (float)(dsd[e] / (1.0 + exp(-(double)r[e])));  // softplus' = sigmoid
         }

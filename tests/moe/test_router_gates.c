@@ -363,6 +363,13 @@ static void check_noisy_losses(void) {
         double l[E], sd[E], H[E];
         bg_rng r;
         moe_router_token_rng(&r, &g.ctx, MOE_RNG_NOISY, t);
+        double zs[E + 1];  // Box-Muller, both outputs of each pair of uniforms
+        for (int e = 0; e < E; e += 2) {
+            double u1 = bg_rng_uniform(&r), u2 = bg_rng_uniform(&r);
+            double rad = sqrt(-2.0 * log(u1 < 1e-300 ? 1e-300 : u1));
+            zs[e] = (float)(rad * cos(6.283185307179586 * u2));
+            zs[e + 1] = (float)(rad * sin(6.283185307179586 * u2));
+        }
         for (int e = 0; e < E; e++) {
             double a = 0, b = 0;
             for (int c = 0; c < C; c++) {
@@ -371,7 +378,7 @@ static void check_noisy_losses(void) {
             }
             l[e] = a;
             sd[e] = log1p(exp(b)) + 0.01;
-            H[e] = a + bg_rng_normal(&r) * sd[e];
+            H[e] = a + zs[e] * sd[e];
         }
         int order[E];
         ref_topk(order, H, E, E);
