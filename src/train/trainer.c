@@ -423,6 +423,13 @@ static int run_stopped(trainer *tr, metrics_sink *sink, int *report) {
     return TRAIN_BAD_INPUT;
 }
 
+// The same once the routing health is gathered.
+static int run_stopped_health(trainer *tr, metrics_sink *sink, routing_health *health,
+                              int *report) {
+    routing_health_free(health);
+    return run_stopped(tr, sink, report);
+}
+
 int trainer_run(const train_options *o, int *report) {
     trainer tr;
     *report = 1;
@@ -495,7 +502,7 @@ int trainer_run(const train_options *o, int *report) {
     rc = TRAIN_OK;
     while (tr.step < o->steps) {
         double t0 = bg_now(), loss;
-        if (trainer_step(&tr, &loss) != BG_OK) return run_stopped(&tr, &sink, report);
+        if (trainer_step(&tr, &loss) != BG_OK) return run_stopped_health(&tr, &sink, &health, report);
         double dt = bg_now() - t0;
         train_seconds += dt;
         step_metrics sm = {
@@ -525,7 +532,7 @@ int trainer_run(const train_options *o, int *report) {
             break;
         }
         if (tr.has_val && o->eval_every > 0 && tr.step % o->eval_every == 0 && tr.step < o->steps) {
-            if (trainer_evaluate(&tr, &v) != BG_OK) return run_stopped(&tr, &sink, report);
+            if (trainer_evaluate(&tr, &v) != BG_OK) return run_stopped_health(&tr, &sink, &health, report);
             metrics_note(&sink, "step %ld: val loss %.4f", tr.step, v);
         }
         // A signal may reach the ranks at different steps: stop where any rank saw it.
@@ -545,7 +552,7 @@ int trainer_run(const train_options *o, int *report) {
     }
     if (rc == TRAIN_OK && tr.step == o->steps) {
         if (tr.has_val) {
-            if (trainer_evaluate(&tr, &v) != BG_OK) return run_stopped(&tr, &sink, report);
+            if (trainer_evaluate(&tr, &v) != BG_OK) return run_stopped_health(&tr, &sink, &health, report);
             metrics_note(&sink, "val loss after training: %.4f", v);
         }
         long done = tr.step - first_step;
