@@ -2,12 +2,13 @@
 #define BG_MOE_DISPATCH_H
 // Dispatcher on one rank: plan, permute into expert-contiguous rows, and combine the
 // expert outputs back with the gate weights. A (token, slot) whose topk_idx is -1 was
-// dropped (capacity): it gets no row (row_of -1) and adds nothing to the output. The expert-parallel exchange
-// (comm/) slots in between permute and the experts without changing either side.
+// dropped (capacity): it gets no row (row_of -1) and adds nothing to the output. The
+// expert-parallel exchange (comm/) slots in between permute and the experts without
+// changing either side.
 
 // Stable counting sort of the N·k (token, slot) assignments by expert. The rows of
-// expert e are [offsets[e], offsets[e+1]) and hold its assignments in increasing token
-// order (a token picks an expert at most once, so slot order never has to break a tie).
+// expert e are [offsets[e], offsets[e+1]) and hold its assignments in (token, slot)
+// order (SWIPE may give one token the same expert in two slots; the lower slot first).
 // topk_idx (N,k) → counts (E), offsets (E+1), row_of (N,k), token_of (offsets[E] <= N·k
 // rows). All WRITE.
 void moe_dispatch_plan(int *counts, int *offsets, int *row_of, int *token_of,
