@@ -173,8 +173,7 @@ static int validate_routing(const model_config *c, const char *origin) {
     if (c->router_type == 2 && k != 2)
         return bg_error("%s: router_type gshard routes top-2: num_experts_per_tok must be 2, got %d",
                         origin, k);
-    if (!moe_router_find(type))
-        return bg_error("%s: router_type \"%s\" is not built into this bagualu", origin, type);
+    BG_ASSERT(moe_router_find(type));  // every name router_type accepts has a gate
     // Sigmoid scores only where the gate defines them (DeepSeek-V3's bias gate); the
     // others' balance losses are written for softmax probabilities.
     if (c->router_score == MOE_SCORE_SIGMOID && strcmp(type, "bias") != 0)

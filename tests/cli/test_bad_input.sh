@@ -19,6 +19,13 @@ cfg "{$good, \"capacity_factor\": -1}" capacity.json
 cfg "{$good, \"router_groups\": 2, \"router_topk_groups\": 3}" topk_groups.json
 cfg "{$good, \"router_groups\": 3}" groups_divide.json
 cfg "{$good, \"router_type\": \"switch\"}" switch_k.json
+cfg "{${good/\"num_experts_per_tok\": 2/\"num_experts_per_tok\": 1}, \"router_type\": \"gshard\"}" gshard_k.json
+cfg "{$good, \"router_jitter\": 1.5}" jitter.json
+cfg "{$good, \"router_bias_update_rate\": -0.1}" bias_rate.json
+cfg "{$good, \"routing_group_tokens\": -8}" group_tokens.json
+cfg "{$good, \"router_groups\": 0}" groups_zero.json
+cfg "{$good, \"router_groups\": 4, \"router_topk_groups\": 1}" group_experts.json
+cfg "{$good, \"capacity_factor\": 1.0, \"routing_group_tokens\": 12}" group_batch.json
 printf '\x00\x01binary' >"$D/binary.json"
 
 T=train
@@ -47,6 +54,14 @@ expect capacity "capacity_factor must be >= 0" -- run "$D/capacity.json" "$D/ok.
 expect topk-groups "router_topk_groups must be in .1, router_groups = 2" -- run "$D/topk_groups.json" "$D/ok.bin"
 expect groups-divide "router_groups (3) must divide num_local_experts (4)" -- run "$D/groups_divide.json" "$D/ok.bin"
 expect switch-k "switch routes top-1" -- run "$D/switch_k.json" "$D/ok.bin"
+expect gshard-k "gshard routes top-2" -- run "$D/gshard_k.json" "$D/ok.bin"
+expect jitter "router_jitter must be in .0, 1), got 1.5" -- run "$D/jitter.json" "$D/ok.bin"
+expect bias-rate "router_bias_update_rate must be >= 0" -- run "$D/bias_rate.json" "$D/ok.bin"
+expect group-tokens "routing_group_tokens must be >= 0" -- run "$D/group_tokens.json" "$D/ok.bin"
+expect groups-zero "router_groups must be >= 1" -- run "$D/groups_zero.json" "$D/ok.bin"
+expect group-experts "num_experts_per_tok (2) exceeds the experts of router_topk_groups" -- run "$D/group_experts.json" "$D/ok.bin"
+# run's batch is 2 x 8 = 16 tokens: groups of 12 do not tile it
+expect group-batch "routing_group_tokens 12 does not divide a rank's batch of 16 tokens" -- run "$D/group_batch.json" "$D/ok.bin"
 expect bad-json "not valid JSON" -- run "$D/truncated.json" "$D/ok.bin"
 expect binary-config "NUL bytes" -- run "$D/binary.json" "$D/ok.bin"
 expect missing-config "cannot open config" -- run "$D/nope.json" "$D/ok.bin"

@@ -87,5 +87,13 @@ else bad "eval with zeroed biases gives the same loss '$zeroed' as with the save
 expect_code "export of a bias checkpoint" 2 "router_type bias" -- "$BIN" export --checkpoint "$S" --out "$D/hf"
 expect_code "topk with sigmoid scores" 2 "router_score sigmoid applies to router_type bias only" -- \
   "$BIN" train --config "$D/topk_sigmoid.json" --data "$D/data.bin" --steps 1
+# noisy_topk has a second router weight (gate_noise) that Mixtral has no place for.
+sed 's/}$/, "router_type": "noisy_topk"}/' "$D/topk.json" >"$D/noisy.json"
+if grep -q noisy_topk "$D/noisy.json" &&
+   "$BIN" train --config "$D/noisy.json" --data "$D/data.bin" --steps 1 --batch-size 2 --seq-len 8 \
+     --threads 1 --save-dir "$D/noisy" >/dev/null 2>"$D/err"; then
+  expect_code "export of a noisy_topk checkpoint" 2 "gate_noise" -- \
+    "$BIN" export --checkpoint "$D/noisy" --out "$D/hf_noisy"
+else bad "noisy_topk run: $(cat "$D/err")"; fi
 echo "router_bias: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
