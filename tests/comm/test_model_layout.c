@@ -15,6 +15,7 @@
 #include "core/rng.h"
 #include "comm/dist.h"
 #include "model/model.h"
+#include "model_layout_fixture.h"
 #include "test_util.h"
 #include "train/adamw.h"
 #include "train/grad_norm.h"
@@ -41,32 +42,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--virtual-workers")) vw = atoi(argv[i + 1]);
     }
     dist_layout L;
-    if (dist_layout_init(&L, E, ep, rpn) != BG_OK) {
-        fprintf(stderr, "layout: %s\n", bg_last_error());
-        dist_abort(2);
-    }
+    layout_fixture_init(&L, E, ep, rpn);
     int P = L.world_size, r = L.world_rank;
     BG_ASSERT(GB % P == 0);
     int B = GB / P;
 
     model_config c;
-    model_config_defaults(&c);
-    c.vocab_size = 32;
-    c.max_position_embeddings = T;
-    c.hidden_size = 16;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 2;
-    c.intermediate_size = 24;
-    c.num_local_experts = E;
-    c.num_experts_per_tok = k;
-    c.moe_intermediate_size = 12;
+    layout_fixture_config(&c, T, E, k);
     c.num_shared_experts = 1;
     c.router_aux_loss_coef = 0.01f;
-    c.router_z_loss_coef = 0.001f;
-    c.initializer_range = 0.1f;
-    c.router_type = -1;
-    for (int t = 0; model_router_type_name(t); t++)
-        if (!strcmp(model_router_type_name(t), router)) c.router_type = t;
+    c.router_type = layout_fixture_router(router);
     c.router_score = !strcmp(router, "bias");  // sigmoid: the bias gate's DeepSeek-V3 scores
     c.router_jitter = !strcmp(router, "switch") ? 0.1f : 0.0f;
     c.capacity_factor = cf;

@@ -16,6 +16,7 @@
 #include "comm/dist.h"
 #include "model/model.h"
 #include "dist_fixture.h"
+#include "model_layout_fixture.h"
 #include "test_util.h"
 #include "train/adamw.h"
 #include "train/grad_norm.h"
@@ -32,31 +33,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--out")) out = argv[i + 1];
     }
     dist_layout L;
-    if (dist_layout_init(&L, E, ep, 0) != BG_OK) {
-        fprintf(stderr, "layout: %s\n", bg_last_error());
-        dist_abort(2);
-    }
+    layout_fixture_init(&L, E, ep, 0);
     int P = L.world_size, r = L.world_rank;
     BG_ASSERT(GB % P == 0);
     int B = GB / P;
 
     model_config c;
-    model_config_defaults(&c);
-    c.vocab_size = 32;
-    c.max_position_embeddings = T;
-    c.hidden_size = 16;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 2;
-    c.intermediate_size = 24;
-    c.num_local_experts = E;
-    c.num_experts_per_tok = k;
-    c.moe_intermediate_size = 12;
-    c.router_z_loss_coef = 0.001f;
-    c.initializer_range = 0.1f;
-    c.router_type = 5;  // bias
-    c.router_score = 1; // sigmoid
+    layout_fixture_config(&c, T, E, k);
+    c.router_type = layout_fixture_router("bias");
+    c.router_score = MOE_SCORE_SIGMOID;
     c.router_bias_update_rate = 0.01f;
-    BG_ASSERT(!strcmp(model_router_type_name(c.router_type), "bias"));
     BG_ASSERT(model_config_validate(&c, "test") == BG_OK);
 
     model_parallel par = {.layout = &L, .a2a_algo = DIST_A2A_FLAT, .a2a_chunks = 1};
