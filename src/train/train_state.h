@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "model/model.h"
 #include "train/adamw.h"
+#include "train/zero.h"
 
 typedef struct {
     const char *config_path;
@@ -62,7 +63,8 @@ typedef struct {
     int rank, world;            // this rank, and ranks sharing the global batch
     int report_error;           // after a failed init: this rank prints the error
     model m;
-    adamw_state adam;
+    zero_shard zero;            // the optimizer elements this rank owns (train/zero.h)
+    adamw_state adam;           // m, v: zero_shard_numel(&zero) elements
     adamw_hparams hp;
     token_shard train_shard, val_shard;
     data_loader train, val;

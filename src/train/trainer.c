@@ -202,7 +202,9 @@ int trainer_init(trainer *tr, const train_options *o) {
     bg_threads_set(o->threads);
     model_init_parallel(&tr->m, &tr->cfg, o->seed, tr->world > 1 ? &tr->par : NULL);
     model_prepare(&tr->m, B, T);
-    adamw_init(&tr->adam, tr->m.table.numel);
+    // Whole blocks until --zero shards them (a later change).
+    tr->zero = zero_shard_make(0, tr->m.table.dense_numel, tr->m.table.numel, 0, 1, 0, 1);
+    adamw_init(&tr->adam, zero_shard_numel(&tr->zero));
     tr->hp = (adamw_hparams){o->beta1, o->beta2, o->eps, o->weight_decay};
     tr->min_lr = o->min_lr >= 0 ? o->min_lr : o->lr * 0.1f;
     tr->loss_scale = o->dtype == BG_FP16 ? o->loss_scale_init : 1.0f;
