@@ -9,7 +9,7 @@
 #include "core/dtype.h"
 #include "model/model.h"
 #include "train/adamw.h"
-#include "train/zero.h"
+#include "model/zero_shard.h"
 
 typedef struct {
     const char *config_path;
@@ -63,7 +63,7 @@ typedef struct {
     int rank, world;            // this rank, and ranks sharing the global batch
     int report_error;           // after a failed init: this rank prints the error
     model m;
-    zero_shard zero;            // the optimizer elements this rank owns (train/zero.h)
+    zero_shard zero;            // the optimizer elements this rank owns (model/zero_shard.h)
     adamw_state adam;           // m, v: zero_shard_numel(&zero) elements
     adamw_hparams hp;
     token_shard train_shard, val_shard;

@@ -1,5 +1,5 @@
-#ifndef BG_TRAIN_ZERO_H
-#define BG_TRAIN_ZERO_H
+#ifndef BG_MODEL_ZERO_SHARD_H
+#define BG_MODEL_ZERO_SHARD_H
 // ZeRO-1: which slice of the optimizer state a rank owns. The parameter block of a
 // rank's table is [0, dense_numel) dense tensors (the same on every rank) then
 // [dense_numel, numel) its experts (the same on the P/EP ranks of its
@@ -8,7 +8,8 @@
 // expert slice D + [X·s/S, X·(s+1)/S) (X = numel − D); off, a rank owns both blocks
 // whole. AdamW's m and v hold exactly the owned elements: the dense slice first, the
 // expert slice after it. Computed from sizes alone (allocates nothing), so the memory
-// report and the planner use the same rule as the run.
+// report and the planner (which may include model/ but not train/) use the same rule
+// as the run.
 #include <stddef.h>
 
 typedef struct {
