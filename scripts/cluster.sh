@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# An emulated multi-node cluster on one machine: each node is a network namespace
+# with its own hostname (a UTS namespace entered per command), joined to a bridge by a
+# veth pair whose two ends are rate-capped with tbf (the kernel has no netem, so no
+# latency can be added). OpenMPI treats ranks on different hostnames as different
+# nodes: shared memory inside a node, TCP over the veth links between nodes.
+#
+#   scripts/cluster.sh up N_NODES [--link-rate 1gbit] [--name NAME]
+#   scripts/cluster.sh run [--name NAME] RANKS_PER_NODE -- PROGRAM ARGS...
+#   scripts/cluster.sh down [--name NAME]
+#
+# NAME (default bgc) keeps parallel clusters apart: namespaces NAME-n0.., bridge
+# NAME-br, a subnet of 10.213.0.0/16 chosen from NAME, state in /tmp/bagualu-cluster-NAME.
+# Only addresses inside that subnet are used. `down` (and a failed `up`) removes
+# everything the cluster made. Exit 4 (and one line) where namespaces cannot be made.
+set -euo pipefail
+
+die() { echo "cluster: $*" >&2; exit "${2:-2}"; }
+name=bgc
+parse_name() { if [ "${1:-}" = --name ]; then [ -n "${2:-}" ] || die "--name needs a value"; name=$2; return 0; fi; return 1; }
+
+state_dir() { echo "/tmp/bagualu-cluster-$name"; }
+# Third octet of the subnet from the name, so two clusters of different names differ.
+subnet_octet() { echo $(( $(printf '%s' "$name" | cksum | cut -d' ' -f1) % 200 + 20 )); }
+
+down() {
+  local sd; sd=$(state_dir)
+  local n=0
+  [ -f "$sd/nodes" ] && n=$(wc -l <"$sd/nodes")
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$name-n[0-9]+$" || true); do
+    # Whatever still runs in a node (an orphaned rank) goes with it.
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  for i in $(seq 0 $((n > 0 ? n - 1 : 63))); do ip link del "$name-v$i" 2>/dev/null || true; done
+  ip link del "$name-br" 2>/dev/null || true
+  rm -rf "$sd"
+}
+
+up() {
+  local nodes=${1:-}; shift || true
+  local rate=""
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --link-rate) rate=${2:-}; [ -n "$rate" ] || die "--link-rate needs a value (e.g. 1gbit)"; shift 2 ;;
+      --name) name=${2:-}; shift 2 ;;
+      *) die "up: unknown argument '$1'" ;;
+    esac
+  done
+  [[ "$nodes" =~ ^[0-9]+$ ]] && [ "$nodes" -ge 1 ] && [ "$nodes" -le 64 ] || die "up: N_NODES must be 1..64"
+  [[ "$name" =~ ^[a-z][a-z0-9]{0,7}$ ]] || die "--name must be 1-8 lowercase letters/digits starting with a letter"
+  [ "$(id -u)" = 0 ] || die "cannot create network namespaces: not root" 4
+  ip netns add "$name-probe" 2>/dev/null || die "cannot create network namespaces (no CAP_NET_ADMIN?)" 4
+  ip netns del "$name-probe"
+  local sd; sd=$(state_dir)
+  [ -e "$sd" ] && die "cluster '$name' is already up (scripts/cluster.sh down --name $name)"
+  trap 'down; die "up failed: removed what was made" 1' ERR
+  mkdir -p "$sd"
+  local o; o=$(subnet_octet)
+  echo "10.213.$o.0/24" >"$sd/subnet"
+  ip link add "$name-br" type bridge
+  ip addr add "10.213.$o.254/24" dev "$name-br"
+  ip link set "$name-br" up
+  for i in $(seq 0 $((nodes - 1))); do
+    local ns="$name-n$i"
+    ip netns add "$ns"
+    ip link add "$name-v$i" type veth peer name eth0 netns "$ns"
+    ip link set "$name-v$i" master "$name-br" up
+    ip -n "$ns" addr add "10.213.$o.$((i + 1))/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+    if [ -n "$rate" ]; then
+      # Both directions: the node's egress on its side, its ingress as the bridge side's egress.
+      tc qdisc add dev "$name-v$i" root tbf rate "$rate" burst 256kb latency 50ms
+      ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
+    fi
+    echo "$ns" >>"$sd/nodes"
+  done
+  echo "${rate:-unlimited}" >"$sd/rate"
+  # mpirun's rsh agent: runs the daemon's command inside the node's namespaces, with
+  # the node's name as hostname (OpenMPI groups ranks into nodes by hostname).
+  cat >"$sd/agent" <<'AGENT'
+#!/bin/sh
+host=$1; shift
+exec ip netns exec "$host" unshare --uts sh -c "hostname $host; $*"
+AGENT
+  chmod +x "$sd/agent"
+  trap - ERR
+  echo "cluster '$name': $nodes nodes on 10.213.$o.0/24, links ${rate:-unlimited}"
+}
+
+run() {
+  local sd; sd=$(state_dir)
+  [ -f "$sd/nodes" ] || die "cluster '$name' is not up (scripts/cluster.sh up N)"
+  local rpn=${1:-}; shift || true
+  [[ "$rpn" =~ ^[0-9]+$ ]] && [ "$rpn" -ge 1 ] || die "run: RANKS_PER_NODE must be a positive number"
+  [ "${1:-}" = -- ] && shift
+  [ $# -gt 0 ] || die "run: no program given"
+  local n; n=$(wc -l <"$sd/nodes")
+  awk -v s="$rpn" '{print $1 " slots=" s}' "$sd/nodes" >"$sd/hostfile"
+  local subnet; subnet=$(cat "$sd/subnet")
+  # Programs are run from the root file system, which every namespace shares.
+  local pass_env=(-x PATH) v
+  for v in LD_LIBRARY_PATH OMP_NUM_THREADS; do [ -n "${!v:-}" ] && pass_env+=(-x "$v"); done
+  mpirun --allow-run-as-root --oversubscribe -np $((n * rpn)) --hostfile "$sd/hostfile" \
+    --map-by "ppr:$rpn:node" --mca plm_rsh_agent "$sd/agent" \
+    --mca btl tcp,vader,self --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet" \
+    "${pass_env[@]}" --wdir "$PWD" "$@"
+}
+
+cmd=${1:-}; shift || true
+case $cmd in
+  up) up "$@" ;;
+  run) parse_name "$@" && shift 2; run "$@" ;;
+  down) parse_name "$@" || true; down ;;
+  *) die "usage: scripts/cluster.sh up N_NODES [--link-rate RATE] [--name NAME] | run [--name NAME] RANKS_PER_NODE -- PROG ARGS | down [--name NAME]" ;;
+esac
