@@ -13,6 +13,8 @@ void grad_sync_loss(model *m);
 // Sums gradients across ranks: dense over every rank, experts over their replicas
 // (nothing on one process). After it every rank holds the global batch's gradient.
 void grad_sync_grads(model *m);
-// Global L2 norm of the (reduced) gradient, the same on every rank.
+// Global L2 norm of the (reduced) gradient, the same on every rank: each rank's Σ g²
+// over its ZeRO-1 slices (model/zero_shard.h, dense and expert), summed over the world
+// in rank order. Reads only the owned slices, so it holds after a reduce-scatter too.
 double grad_sync_norm(const model *m);
 #endif
