@@ -22,6 +22,24 @@ void grad_sync_grads(model *m) {
     if (experts && L->edp_size > 1) dist_allreduce_sum_f32(L->edp_comm, m->grads + dense, experts);
 }
 
+void grad_sync_reduce_scatter(model *m) {
+    if (!m->par) return;
+    const dist_layout *L = m->par->layout;
+    size_t dense = m->table.dense_numel, experts = m->table.numel - dense;
+    // Segments of the whole ranges: the dense one over the world, the expert block over
+    // the EDP group, exactly zero_shard's slices.
+    dist_reduce_scatter_sum_f32(L->world, m->grads, dense);
+    if (experts && L->edp_size > 1) dist_reduce_scatter_sum_f32(L->edp_comm, m->grads + dense, experts);
+}
+
+void grad_sync_gather_params(model *m) {
+    if (!m->par) return;
+    const dist_layout *L = m->par->layout;
+    size_t dense = m->table.dense_numel, experts = m->table.numel - dense;
+    dist_allgather_f32(L->world, m->params, dense);
+    if (experts && L->edp_size > 1) dist_allgather_f32(L->edp_comm, m->params + dense, experts);
+}
+
 double grad_sync_norm(const model *m) {
     size_t dense = m->table.dense_numel, numel = m->table.numel;
     const dist_layout *L = m->par ? m->par->layout : NULL;
