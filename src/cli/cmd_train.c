@@ -18,7 +18,7 @@ static void on_stop_signal(int sig) {
 int cmd_train(int argc, char **argv) {
     train_options o;
     train_options_defaults(&o);
-    const char *a2a = NULL, *dtype = NULL;
+    const char *a2a = NULL, *dtype = NULL, *zero = NULL;
     const arg_spec specs[] = {
         {"config", ARG_STR, &o.config_path, 1, "model config (JSON)"},
         {"data", ARG_STR, &o.data_path, 1, "training token shard"},
@@ -47,6 +47,7 @@ int cmd_train(int argc, char **argv) {
         {"ranks-per-node", ARG_INT, &o.ranks_per_node, 0, "treat every R ranks as one node (default: real nodes)"},
         {"a2a", ARG_STR, &a2a, 0, "token exchange: flat or hierarchical (default flat)"},
         {"a2a-chunks", ARG_INT, &o.a2a_chunks, 0, "overlap the exchange with expert compute in C chunks"},
+        {"zero", ARG_STR, &zero, 0, "ZeRO-1: 1 shards the AdamW state over the ranks, 0 replicates it (default 1 under mpirun)"},
         {"max-expert-rows", ARG_LONG, &o.max_expert_rows, 0, "dropless MoE: stop when a rank would receive more expert rows in a step (default 8x batch-size x seq-len x k)"},
         {"dtype", ARG_STR, &dtype, 0, "GEMM precision: fp32, bf16 or fp16 (loss-scaled); default fp32"},
         {"loss-scale", ARG_FLOAT, &o.loss_scale_init, 0, "fp16: initial loss scale (default 65536)"},
@@ -81,6 +82,11 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "bagualu: train: --dtype must be fp32, bf16 or fp16, got \"%s\"\n", dtype);
         return 2;
     }
+    if (zero && strcmp(zero, "0") != 0 && strcmp(zero, "1") != 0) {
+        fprintf(stderr, "bagualu: train: --zero must be 0 or 1, got \"%s\"\n", zero);
+        return 2;
+    }
+    if (zero) o.zero = zero[0] - '0';
     int report = 1;
     int rc = trainer_run(&o, &report);
     if (rc != TRAIN_OK && report) fprintf(stderr, "bagualu: %s\n", bg_last_error());

@@ -87,6 +87,17 @@ void dist_allreduce_sum_i64(dist_comm *c, int64_t *buf, size_t n);
 void dist_allreduce_max_f64(dist_comm *c, double *buf, size_t n);
 void dist_comm_set_bucket_bytes(dist_comm *c, size_t bytes);
 
+// The all-reduce's two halves, for sharded optimizer state (ZeRO-1). Rank r's segment
+// of an n-element buffer is [n·r/P, n·(r+1)/P) of the whole buffer, whatever the
+// bucket size. After dist_reduce_scatter_sum_f32 rank r's segment holds the rank-order
+// sum ((x0 + x1) + x2) + ..., bitwise what dist_allreduce_sum_f32 gives for those
+// elements; the rest of buf still holds this rank's own input. dist_allgather_f32
+// copies every rank's segment to all ranks (pure data movement). Scratch is bounded by
+// the bucket size; n may exceed 2^31. Bytes moved per rank: (P-1)/P of the buffer each.
+// On one process both leave buf as it is.
+void dist_reduce_scatter_sum_f32(dist_comm *c, float *buf, size_t n);
+void dist_allgather_f32(dist_comm *c, float *buf, size_t n);
+
 // ---- all-to-all --------------------------------------------------------------------
 // n_per_rank ints to every rank: send[j*n .. j*n+n) goes to rank j, recv[i*n ..) came
 // from rank i. With n_per_rank = 1 this is the token-count exchange (MPI_Alltoall).

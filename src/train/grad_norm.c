@@ -5,7 +5,7 @@
 
 #define GRAD_NORM_MAX_THREADS 256
 
-double grad_global_norm(const float *g, size_t n) {
+double grad_sum_squares(const float *g, size_t n) {
     double partial[GRAD_NORM_MAX_THREADS] = {0};
     int threads = omp_get_max_threads();
     if (threads > GRAD_NORM_MAX_THREADS) threads = GRAD_NORM_MAX_THREADS;
@@ -22,8 +22,10 @@ double grad_global_norm(const float *g, size_t n) {
     }
     double total = 0;
     for (int t = 0; t < threads; t++) total += partial[t];
-    return sqrt(total);
+    return total;
 }
+
+double grad_global_norm(const float *g, size_t n) { return sqrt(grad_sum_squares(g, n)); }
 
 float grad_clip_scale(double norm, float max_norm) {
     if (max_norm <= 0 || !(norm > max_norm)) return 1.0f;

@@ -38,6 +38,8 @@ typedef struct {
     int ranks_per_node;
     int a2a_hierarchical;
     int a2a_chunks;
+    int zero;                   // ZeRO-1, optimizer state sharded: 1 on, 0 off, -1 on when
+                                // P > 1 (one process holds everything either way)
     long max_expert_rows;       // dropless expert parallelism: rows a rank may receive
                                 // in one MoE layer's step (0: 8x the balanced share)
     // Mixed precision: the GEMMs' operand precision (fp32, bf16, fp16); master

@@ -11,6 +11,7 @@
 #include "train/metrics.h"
 #include "train/routing_health.h"
 #include "train/schedule.h"
+#include "train/zero_full.h"
 
 #include <errno.h>
 #include <math.h>
@@ -37,6 +38,7 @@ void train_options_defaults(train_options *o) {
     o->loss_scale_init = 65536.0f;  // 2^16, as PyTorch's GradScaler
     o->loss_scale_window = 1000;
     o->dead_window = 100;
+    o->zero = -1;
 }
 
 static int validate(const train_options *o) {
@@ -56,6 +58,7 @@ static int validate(const train_options *o) {
     if (o->expert_parallel < 0) return bg_error("--expert-parallel must be positive");
     if (o->ranks_per_node < 0) return bg_error("--ranks-per-node must be positive");
     if (o->a2a_chunks < 0) return bg_error("--a2a-chunks must be positive");
+    if (o->zero < -1 || o->zero > 1) return bg_error("--zero must be 0 or 1, got %d", o->zero);
     if (o->save_every < 0) return bg_error("--save-every must be >= 0");
     if (o->keep_last < 0) return bg_error("--keep-last must be >= 0");
     if ((o->save_every || o->keep_last) && !o->save_dir)
@@ -202,8 +205,12 @@ int trainer_init(trainer *tr, const train_options *o) {
     bg_threads_set(o->threads);
     model_init_parallel(&tr->m, &tr->cfg, o->seed, tr->world > 1 ? &tr->par : NULL);
     model_prepare(&tr->m, B, T);
-    // Whole blocks until --zero shards them (a later change).
-    tr->zero = zero_shard_make(0, tr->m.table.dense_numel, tr->m.table.numel, 0, 1, 0, 1);
+    // ZeRO-1 (on by default in a parallel run): this rank's slices of the optimizer
+    // state; one process keeps whole blocks.
+    const dist_layout *L = &tr->layout;
+    tr->zero = zero_shard_make(tr->world > 1 && o->zero != 0, tr->m.table.dense_numel,
+                               tr->m.table.numel, L->world_rank, L->world_size, L->edp_rank,
+                               L->edp_size);
     adamw_init(&tr->adam, zero_shard_numel(&tr->zero));
     tr->hp = (adamw_hparams){o->beta1, o->beta2, o->eps, o->weight_decay};
     tr->min_lr = o->min_lr >= 0 ? o->min_lr : o->lr * 0.1f;
@@ -211,7 +218,13 @@ int trainer_init(trainer *tr, const train_options *o) {
     kernel_ctx_set_precision(tr->m.kernels, o->dtype);
     tr->inputs = bg_malloc(sizeof(int) * B * T);
     tr->targets = bg_malloc(sizeof(int) * B * T);
-    rc = o->resume ? trainer_resume(tr) : BG_OK;
+    rc = BG_OK;
+    if (o->resume) {
+        zero_full_keep keep;  // the checkpoint holds whole blocks (interim)
+        zero_full_expand(tr, &keep);
+        rc = trainer_resume(tr);
+        zero_full_shrink(tr, &keep);
+    }
     if (agree(tr, rc) != BG_OK) {
         int report = tr->report_error;
         trainer_free(tr);
@@ -269,7 +282,8 @@ int trainer_compute_grads(trainer *tr, double *loss) {
     grad_sync_loss(m);
     model_zero_grad(m);
     model_backward(m);
-    grad_sync_grads(m);
+    if (tr->zero.on) grad_sync_reduce_scatter(m);  // each rank sums only the slices it owns
+    else grad_sync_grads(m);
     *loss = m->loss;
     return BG_OK;
 }
@@ -293,8 +307,9 @@ int trainer_apply_grads(trainer *tr) {
     }
     tr->last_grad_norm = norm / tr->loss_scale;
     // Unscaling folds into AdamW's gradient multiplier with the clipping.
-    adamw_update(&tr->adam, m->params, m->grads, &m->table, &tr->hp, tr->last_lr,
-                 grad_clip_scale(tr->last_grad_norm, o->clip) / tr->loss_scale);
+    adamw_update_shard(&tr->adam, m->params, m->grads, &m->table, &tr->zero, &tr->hp, tr->last_lr,
+                       grad_clip_scale(tr->last_grad_norm, o->clip) / tr->loss_scale);
+    if (tr->zero.on) grad_sync_gather_params(m);  // every rank's updated slices to all
     model_router_after_step(m);  // e.g. the bias gate's bias, from this step's global counts
     if (o->dtype == BG_FP16 && ++tr->good_steps >= o->loss_scale_window) {
         tr->good_steps = 0;
@@ -364,7 +379,11 @@ static int save_checkpoint(trainer *tr, metrics_sink *sink) {
                           o->save_dir, tr->step, strerror(err));
     }
     if (agree(tr, rc) != BG_OK) return BG_ERR;
-    if (ckpt_save(tr, o->save_dir) != BG_OK) {
+    zero_full_keep keep;  // the checkpoint holds whole blocks (interim)
+    zero_full_expand(tr, &keep);
+    rc = ckpt_save(tr, o->save_dir);
+    zero_full_shrink(tr, &keep);
+    if (rc != BG_OK) {
         tr->report_error = tr->rank == 0;
         return BG_ERR;
     }
@@ -480,6 +499,10 @@ int trainer_run(const train_options *o, int *report) {
                    tr.layout.n_nodes > 1 ? "s" : "", o->a2a_hierarchical ? "hierarchical" : "flat",
                    tr.par.a2a_chunks > 1 ? " in chunks" : "");
         printf("\n");
+        if (P > 1)
+            printf("optimizer state per rank: %zu dense + %zu expert elements (%s)\n",
+                   tr.zero.dense_hi - tr.zero.dense_lo, tr.zero.expert_hi - tr.zero.expert_lo,
+                   tr.zero.on ? "ZeRO-1" : "replicated");
         fflush(stdout);
     }
     report_expert_rows(&tr, "bound");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The communication layer under mpirun: layout, all-to-all (flat, hierarchical,
-# chunked, traffic counters), all-reduce, the MoE dispatchers and the swipe gate at
+# chunked, traffic counters), all-reduce, reduce-scatter and all-gather, the MoE dispatchers and the swipe gate at
 # P = 1, 2, 3, 4, with emulated nodes of 1 and 2 ranks (--ranks-per-node) and the real
 # node; every gate's expert ids, drops and rows per worker against one process
 # (comm_test_capacity_layout) at P = 1, 2, 4. Each program checks everything itself;
@@ -26,6 +26,7 @@ for np in 1 2 3 4; do
   run $np comm_test_layout --ranks-per-node 2
   run $np comm_test_alltoall --ranks-per-node 1   # every rank its own node
   run $np comm_test_allreduce --ranks-per-node 2
+  run $np comm_test_reduce_scatter --ranks-per-node 2
   run $np comm_test_dispatcher --ranks-per-node 2
   [ $np != 3 ] && run $np comm_test_capacity_layout
   run $np comm_test_swipe
