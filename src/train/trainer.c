@@ -201,6 +201,7 @@ int trainer_init(trainer *tr, const train_options *o) {
     }
     bg_threads_set(o->threads);
     model_init_parallel(&tr->m, &tr->cfg, o->seed, tr->world > 1 ? &tr->par : NULL);
+    tr->m.opt.recompute = o->recompute;
     model_prepare(&tr->m, B, T);
     // Whole blocks until --zero shards them (a later change).
     tr->zero = zero_shard_make(0, tr->m.table.dense_numel, tr->m.table.numel, 0, 1, 0, 1);
