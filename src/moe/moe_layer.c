@@ -69,6 +69,16 @@ void moe_acts_keep(moe_acts *keep, const moe_acts *from, const moe_shape *s) {
     }
 }
 
+size_t moe_grown_bytes(const moe_shape *s, size_t rows, int n_caches) {
+    size_t C = (size_t)s->C, F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F);
+    int chunked = s->par && s->par->a2a_chunks > 1;
+    // moe_exchange_reserve: recv_to_local, x_recv, x_local, y_local; expert_cache_reserve: h, a
+    size_t cache = rows * (sizeof(int) + sizeof(float) * (3 * C + U + F));
+    // moe_exchange_scratch_reserve: ex_a, ex_b (ex_c chunked); scratch_reserve: dh, da
+    size_t scratch = rows * sizeof(float) * ((chunked ? 3 : 2) * C + U + F);
+    return (size_t)n_caches * cache + scratch;
+}
+
 void moe_scratch_layout(moe_scratch *scr, bg_arena *arena, const moe_shape *s, int N) {
     size_t n = (size_t)N, NK = n * s->k;
     size_t F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F);
