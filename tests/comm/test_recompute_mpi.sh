@@ -16,13 +16,14 @@ bad() { fail=$((fail+1)); echo "FAIL $*"; }
 CFG=$(cd "$(dirname "$0")/../../configs" && pwd)/tiny_moe.json
 python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['router_type']='noisy_topk'; json.dump(c, open(sys.argv[2], 'w'))" \
   "$CFG" "$D/noisy.json"
-# The step's metrics without timings and traffic (recomputation repeats the exchange).
+# The step's metrics without timings, traffic (recomputation repeats the exchange) and
+# memory (recomputation's point).
 metrics() { python3 -c "
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
     print({k: v for k, v in r.items() if not (k.startswith('a2a') or k.startswith('allreduce')
-           or k in ('tokens_per_s', 'gflops', 'step_s', 'compute_s'))})" "$1"; }
+           or k in ('tokens_per_s', 'gflops', 'step_s', 'compute_s', 'peak_rss_mib', 'memory'))})" "$1"; }
 for cfg in "$CFG" "$D/noisy.json"; do
   name=$(basename "$cfg" .json)
   for rc in none block; do
