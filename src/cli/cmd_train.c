@@ -18,7 +18,7 @@ static void on_stop_signal(int sig) {
 int cmd_train(int argc, char **argv) {
     train_options o;
     train_options_defaults(&o);
-    const char *a2a = NULL, *dtype = NULL, *zero = NULL;
+    const char *a2a = NULL, *dtype = NULL, *zero = NULL, *recompute = NULL;
     const arg_spec specs[] = {
         {"config", ARG_STR, &o.config_path, 1, "model config (JSON)"},
         {"data", ARG_STR, &o.data_path, 1, "training token shard"},
@@ -50,6 +50,7 @@ int cmd_train(int argc, char **argv) {
         {"zero", ARG_STR, &zero, 0, "ZeRO-1: 1 shards the AdamW state over the ranks, 0 replicates it (default 1 under mpirun)"},
         {"max-expert-rows", ARG_LONG, &o.max_expert_rows, 0, "dropless MoE: stop when a rank would receive more expert rows in a step (default 8x batch-size x seq-len x k)"},
         {"dtype", ARG_STR, &dtype, 0, "GEMM precision: fp32, bf16 or fp16 (loss-scaled); default fp32"},
+        {"recompute", ARG_STR, &recompute, 0, "activations: none (keep every block's) or block (keep block inputs, recompute in the backward); default none"},
         {"loss-scale", ARG_FLOAT, &o.loss_scale_init, 0, "fp16: initial loss scale (default 65536)"},
         {"loss-scale-window", ARG_LONG, &o.loss_scale_window, 0, "fp16: double the scale after N good steps (default 1000)"},
         {"fallback", ARG_SWITCH, &o.fallback, 0, "with --resume latest: use an older checkpoint if the newest is corrupt"},
@@ -87,6 +88,11 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (zero) o.zero = zero[0] - '0';
+    if (recompute && strcmp(recompute, "none") != 0 && strcmp(recompute, "block") != 0) {
+        fprintf(stderr, "bagualu: train: --recompute must be none or block, got \"%s\"\n", recompute);
+        return 2;
+    }
+    o.recompute = recompute && !strcmp(recompute, "block") ? MODEL_RECOMPUTE_BLOCK : MODEL_RECOMPUTE_NONE;
     int report = 1;
     int rc = trainer_run(&o, &report);
     if (rc != TRAIN_OK && report) fprintf(stderr, "bagualu: %s\n", bg_last_error());

@@ -2,7 +2,9 @@
 #define BG_MODEL_ACTS_H
 // The activations of one step: what each layer keeps for backward (layer_acts) and the
 // model's caches and backward workspace (model_acts), all pointers into one arena that
-// model_prepare lays out. Apart from model.h so that the layer blocks (block.h), which
+// model_prepare lays out. With recomputation (model_options.recompute) a layer keeps
+// only x, x2 and moe's per-layer results (moe_acts_keep), and every block computes in
+// model_acts.shared. Apart from model.h so that the layer blocks (block.h), which
 // model.c calls, need not include the model.
 #include "moe/moe_layer.h"
 
@@ -32,6 +34,10 @@ typedef struct {
     // model_forward, chunk by chunk; the weight gradient waits in d_lm_head and the
     // input gradient in d_ln until model_backward (model_zero_grad runs in between).
     int flash, lm_fused;        // the options model_prepare resolved for this (B,T)
+    int recompute;              // 1: blocks recompute their forward in `shared`
+    layer_acts shared;          // recomputation's one set of block caches (x, x2 are
+                                // the current layer's); the attention block's and the
+                                // FFN block's overlap
     int lm_chunk_rows;
     int lm_grads_ready;         // a fused forward left gradients for model_backward
     float *lm_chunk;            // (lm_chunk_rows,V) logits of one chunk of rows

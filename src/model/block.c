@@ -25,6 +25,7 @@ void block_attention_forward(kernel_ctx *kc, layer_acts *la, const layer_params 
     matmul_forward(kc, la->qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
     if (c->position_embedding == POS_ROPE) rope_forward(la->qkv, rope_cos, rope_sin, B, T, C, NH);
     core->forward(core->ctx, layer, la->atty, la->qkv);
+    if (!la->x2) return;  // recomputing the caches
     matmul_forward(kc, la->x2, la->atty, lp->o_w, N, C, C);
     vec_add(la->x2, la->x, (size_t)N * C);
 }
@@ -56,7 +57,7 @@ int block_ffn_forward(kernel_ctx *kc, float *x_next, layer_acts *la, const layer
     } else
         ffn_forward(kc, la->ffn_out, la->ffn_h, la->ffn_a, la->ln2, lp->ffn_in, lp->ffn_out, N, C,
                     c->intermediate_size, c->hidden_act);
-    residual_forward(x_next, la->x2, la->ffn_out, (size_t)N * C);
+    if (x_next) residual_forward(x_next, la->x2, la->ffn_out, (size_t)N * C);
     return BG_OK;
 }
 

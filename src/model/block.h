@@ -34,7 +34,8 @@ void block_norm_backward(const model_config *c, float *dinp, float *dw, float *d
 
 // N = B·T rows: positions 0..T-1 of B sequences. rope_cos/rope_sin (T,hs/2) hold the
 // rotations of those positions (unused without RoPE). Reads la->x; writes la->x2 and
-// keeps ln1, ln1_mean, ln1_rstd, qkv (after RoPE) and atty for backward.
+// keeps ln1, ln1_mean, ln1_rstd, qkv (after RoPE) and atty for backward. la->x2 NULL:
+// only those caches (recomputation), no o_proj and no residual.
 void block_attention_forward(kernel_ctx *kc, layer_acts *la, const layer_params *lp, const model_config *c,
                              const block_attention_core *core, int layer, const float *rope_cos,
                              const float *rope_sin, int B, int T);
@@ -46,6 +47,7 @@ void block_attention_backward(kernel_ctx *kc, model_acts *a, layer_params *gp, c
 
 // Reads la->x2; writes x_next (N,C) (the next layer's input) and keeps ln2, ln2_mean,
 // ln2_rstd, the FFN's caches (ffn_h and ffn_a, or moe) and ffn_out for backward.
+// x_next NULL: no residual (recomputation needs only the caches).
 // rc: the MoE router's view of this layer and batch (unused by a dense FFN).
 // BG_ERR when the MoE layer's dispatch stopped the step (moe_forward).
 int block_ffn_forward(kernel_ctx *kc, float *x_next, layer_acts *la, const layer_params *lp,

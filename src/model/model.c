@@ -79,10 +79,7 @@ moe_shape model_moe_shape(const model_config *c, const moe_parallel *par) {
 }
 
 static moe_shape layer_moe_shape(const model *m) {
-    moe_shape s = model_moe_shape(&m->cfg, m->par ? &m->moe_par : NULL);
-    if (s.routing.group_tokens == 0) s.routing.group_tokens = m->acts.T;  // one sequence
-    s.routing.virtual_workers = m->opt.swipe_virtual_workers;
-    return s;
+    return model_layer_moe_shape(&m->cfg, &m->opt, m->par ? &m->moe_par : NULL, m->acts.T);
 }
 
 // Layer l's routing context for a batch of N tokens per rank: the balance statistics
@@ -93,75 +90,6 @@ static moe_router_ctx layer_router_ctx(const model *m, int l, int N) {
     return (moe_router_ctx){.comm = L ? L->world : NULL, .seed = m->seed, .step = m->step,
                             .layer = l, .first_token = L ? (long)L->world_rank * N : 0,
                             .eval = m->opt.no_grad, .state = model_router_state(m, l)};
-}
-
-// One layout routine for measuring (arena capacity 0) and for real.
-static void acts_layout(model_acts *a, bg_arena *ar, const model *m, int B, int T) {
-    const model_config *c = &m->cfg;
-    int N = B * T, C = c->hidden_size, V = c->vocab_size, NH = c->num_attention_heads;
-    int hs = C / NH, L = c->num_hidden_layers;
-    int Fd = c->intermediate_size, Ud = ffn_in_rows(c->hidden_act, Fd);
-    size_t NC = (size_t)N * C, att = (size_t)B * NH * T * T;
-    a->B = B, a->T = T, a->N = N;  // first: layer_moe_shape reads T (routing groups)
-    moe_shape ms = layer_moe_shape(m);
-    // Flash attention keeps one number per query row instead of a T×T matrix per head,
-    // and needs about (N,C) of backward workspace instead of (B,NH,T,T).
-    a->flash = m->opt.attention == MODEL_ATTN_FLASH;
-    size_t att_scratch = a->flash ? flash_attention_scratch_size(B, T, C, NH) : att;
-    // The fused LM head holds one chunk of logits instead of all N rows, and stages
-    // the LM head's weight gradient from forward to backward.
-    a->lm_fused = m->opt.lm_head_chunk > 0 && N > m->opt.lm_head_chunk;
-    a->lm_chunk_rows = a->lm_fused ? m->opt.lm_head_chunk : 0;
-    for (int l = 0; l < L; l++) {
-        layer_acts *la = &a->layers[l];
-        la->x = BG_ARENA_NEW(ar, float, NC);
-        la->ln1 = BG_ARENA_NEW(ar, float, NC);
-        la->ln1_mean = BG_ARENA_NEW(ar, float, N);
-        la->ln1_rstd = BG_ARENA_NEW(ar, float, N);
-        la->qkv = BG_ARENA_NEW(ar, float, 3 * NC);
-        la->att = a->flash ? NULL : BG_ARENA_NEW(ar, float, att);
-        la->att_lse = a->flash ? BG_ARENA_NEW(ar, float, (size_t)B * NH * T) : NULL;
-        la->atty = BG_ARENA_NEW(ar, float, NC);
-        la->x2 = BG_ARENA_NEW(ar, float, NC);
-        la->ln2 = BG_ARENA_NEW(ar, float, NC);
-        la->ln2_mean = BG_ARENA_NEW(ar, float, N);
-        la->ln2_rstd = BG_ARENA_NEW(ar, float, N);
-        if (model_layer_is_moe(c, l)) {
-            moe_acts_layout(&la->moe, ar, &ms, N);
-        } else {
-            la->ffn_h = BG_ARENA_NEW(ar, float, (size_t)N * Ud);
-            la->ffn_a = BG_ARENA_NEW(ar, float, (size_t)N * Fd);
-        }
-        la->ffn_out = BG_ARENA_NEW(ar, float, NC);
-    }
-    a->x_final = BG_ARENA_NEW(ar, float, NC);
-    a->lnf = BG_ARENA_NEW(ar, float, NC);
-    a->lnf_mean = BG_ARENA_NEW(ar, float, N);
-    a->lnf_rstd = BG_ARENA_NEW(ar, float, N);
-    a->logits = a->lm_fused ? NULL : BG_ARENA_NEW(ar, float, (size_t)N * V);
-    a->lm_chunk = a->lm_fused ? BG_ARENA_NEW(ar, float, lmhead_workspace_floats(a->lm_chunk_rows, C, V))
-                              : NULL;
-    a->d_lm_head = a->lm_fused ? BG_ARENA_NEW(ar, float, (size_t)V * C) : NULL;
-    a->lm_grads_ready = 0;
-    a->losses = BG_ARENA_NEW(ar, float, N);
-    a->lse = BG_ARENA_NEW(ar, float, N);
-    a->inputs = BG_ARENA_NEW(ar, int, N);
-    a->targets = BG_ARENA_NEW(ar, int, N);
-    a->rope_cos = BG_ARENA_NEW(ar, float, (size_t)T * (hs / 2 + 1));
-    a->rope_sin = BG_ARENA_NEW(ar, float, (size_t)T * (hs / 2 + 1));
-    a->d_resid = BG_ARENA_NEW(ar, float, NC);
-    a->d_ln = BG_ARENA_NEW(ar, float, NC);
-    a->d_qkv = BG_ARENA_NEW(ar, float, 3 * NC);
-    a->d_atty = BG_ARENA_NEW(ar, float, NC);
-    a->d_att_scratch = BG_ARENA_NEW(ar, float, att_scratch);
-    int any_dense = 0, any_moe = 0;
-    for (int l = 0; l < L; l++) {
-        if (model_layer_is_moe(c, l)) any_moe = 1;
-        else any_dense = 1;
-    }
-    a->d_ffn_h = any_dense ? BG_ARENA_NEW(ar, float, (size_t)N * Ud) : NULL;
-    a->d_ffn_a = any_dense ? BG_ARENA_NEW(ar, float, (size_t)N * Fd) : NULL;
-    if (any_moe) moe_scratch_layout(&a->moe_scr, ar, &ms, N);
 }
 
 int model_check_routing_groups(const model_config *c, int B, int T) {
@@ -176,8 +104,9 @@ int model_check_routing_groups(const model_config *c, int B, int T) {
 // The heap buffers of dropless expert parallelism, grown by the MoE layers.
 static void free_grown_rows(model *m) {
     if (!m->acts.layers) return;
-    for (int l = 0; l < m->cfg.num_hidden_layers; l++)
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++)  // a recomputing layer's are zeroed
         if (model_layer_is_moe(&m->cfg, l)) moe_acts_free(&m->acts.layers[l].moe);
+    if (m->acts.recompute && m->acts.shared.moe.router.logits) moe_acts_free(&m->acts.shared.moe);
     moe_scratch_free(&m->acts.moe_scr);  // zeroed when no layer is MoE: a no-op
 }
 
@@ -193,11 +122,12 @@ void model_prepare(model *m, int B, int T) {
         long share = (long)B * T * c->num_experts_per_tok;
         m->moe_par.max_rows = m->par->max_expert_rows > 0 ? m->par->max_expert_rows : 8 * share;
     }
+    const moe_parallel *mp = m->par ? &m->moe_par : NULL;
     bg_arena measure;
     bg_arena_init(&measure, 0);
-    acts_layout(&m->acts, &measure, m, B, T);
+    model_acts_layout(&m->acts, &measure, c, &m->opt, mp, B, T);
     bg_arena_init(&m->arena, measure.used);
-    acts_layout(&m->acts, &m->arena, m, B, T);
+    model_acts_layout(&m->acts, &m->arena, c, &m->opt, mp, B, T);
     if (c->position_embedding == POS_ROPE)
         rope_tables(m->acts.rope_cos, m->acts.rope_sin, T, c->hidden_size / c->num_attention_heads,
                     c->rope_theta);
@@ -224,13 +154,22 @@ static float lm_grad_scale(const model *m) {
     return m->opt.loss_scale / ((float)m->acts.N * (m->par ? m->par->layout->world_size : 1));
 }
 
+// Layer l's block caches: its own, or with recomputation the one shared set, pointed
+// at the layer's kept block inputs.
+static layer_acts *block_caches(model_acts *a, int l) {
+    if (!a->recompute) return &a->layers[l];
+    a->shared.x = a->layers[l].x;
+    a->shared.x2 = a->layers[l].x2;
+    return &a->shared;
+}
+
 // The training attention core: every query row of the whole sequences at once, flash
 // or naive as model_prepare resolved (block_attention_core; ctx is the model).
 static void attention_sequence_forward(void *ctx, int l, float *atty, const float *qkv) {
     model *m = ctx;
     const model_config *c = &m->cfg;
     model_acts *a = &m->acts;
-    layer_acts *la = &a->layers[l];
+    const layer_acts *la = block_caches(a, l);
     int B = a->B, T = a->T, C = c->hidden_size, NH = c->num_attention_heads;
     if (a->flash)
         flash_attention_forward(m->kernels, atty, la->att_lse, a->d_att_scratch, qkv, B, T, C,
@@ -243,7 +182,7 @@ static void attention_sequence_backward(void *ctx, int l, float *dqkv, const flo
     model *m = ctx;
     const model_config *c = &m->cfg;
     model_acts *a = &m->acts;
-    const layer_acts *la = &a->layers[l];
+    const layer_acts *la = block_caches(a, l);
     int B = a->B, T = a->T, C = c->hidden_size, NH = c->num_attention_heads;
     if (a->flash)
         flash_attention_backward(m->kernels, dqkv, a->d_att_scratch, datty, qkv, atty,
@@ -272,13 +211,16 @@ int model_forward(model *m, const int *inputs, const int *targets) {
     double aux = 0, z = 0, objective_router = 0;
     int moe_layers = 0;
     for (int l = 0; l < L; l++) {
-        layer_acts *la = &a->layers[l];
+        layer_acts *la = block_caches(a, l);
         layer_params *lp = &m->w.layers[l];
         float *x_next = l + 1 < L ? a->layers[l + 1].x : a->x_final;
         block_attention_forward(m->kernels, la, lp, c, &core, l, a->rope_cos, a->rope_sin, B, T);
         moe_router_ctx rc = layer_router_ctx(m, l, N);
         if (block_ffn_forward(m->kernels, x_next, la, lp, c, &ms, &rc, N) != BG_OK) return BG_ERR;
         if (lp->is_moe) {
+            // The losses, statistics and counts are taken here, once: the backward's
+            // recomputation repeats the forward but counts nothing.
+            if (a->recompute) moe_acts_keep(&a->layers[l].moe, &la->moe, &ms);
             const moe_router_cache *rt = &la->moe.router;
             aux += rt->aux_loss;
             z += rt->z_loss;
@@ -335,13 +277,33 @@ void model_logits(const model *m, float *logits, int row0, int rows) {
 // Threaded: a serial memset of every gradient (123 MB for M1) left the second core idle.
 void model_zero_grad(model *m) { vec_zero(m->grads, m->table.numel); }
 
+// Recomputation: a block's forward again, from its kept input into the shared caches,
+// right before its backward. The same inputs, weights and router context (noise keyed
+// by step, layer and token) give the same bits, and an MoE layer repeats its exchange
+// on every rank alike; the block's output is not needed again and is not written.
+static void recompute_ffn(model *m, layer_acts *la, const layer_params *lp, const moe_shape *ms,
+                          const moe_router_ctx *rc) {
+    int rc_fwd = block_ffn_forward(m->kernels, NULL, la, lp, &m->cfg, ms, rc, m->acts.N);
+    BG_ASSERT(rc_fwd == BG_OK);  // the forward's rows passed the same check
+}
+
+static void recompute_attention(model *m, layer_acts *la, const layer_params *lp,
+                                const block_attention_core *core, int l) {
+    model_acts *a = &m->acts;
+    float *x2 = la->x2;
+    la->x2 = NULL;  // the caches only: no o_proj, no residual
+    block_attention_forward(m->kernels, la, lp, &m->cfg, core, l, a->rope_cos, a->rope_sin, a->B,
+                            a->T);
+    la->x2 = x2;
+}
+
 void model_backward(model *m) {
     const model_config *c = &m->cfg;
     model_acts *a = &m->acts;
     int T = a->T, N = a->N, C = c->hidden_size, V = c->vocab_size;
     int L = c->num_hidden_layers;
     size_t NC = (size_t)N * C;
-    moe_shape ms = layer_moe_shape(m);
+    moe_shape ms = layer_moe_shape(m), ms_forward = ms;
     block_attention_core core = attention_sequence(m);
     ms.aux_coef *= m->opt.loss_scale;  // the balance losses' share of the scaled gradient
     ms.z_coef *= m->opt.loss_scale;
@@ -362,11 +324,13 @@ void model_backward(model *m) {
                         a->lnf_mean, a->lnf_rstd, N);
 
     for (int l = L - 1; l >= 0; l--) {
-        layer_acts *la = &a->layers[l];
+        layer_acts *la = block_caches(a, l);
         layer_params *lp = &m->w.layers[l], *gp = &m->g.layers[l];
         // d_resid holds d(objective)/d(x_next), then d(x2), then d(x)
         moe_router_ctx rc = layer_router_ctx(m, l, N);
+        if (a->recompute) recompute_ffn(m, la, lp, &ms_forward, &rc);
         block_ffn_backward(m->kernels, a, gp, la, lp, c, &ms, &rc);
+        if (a->recompute) recompute_attention(m, la, lp, &core, l);
         block_attention_backward(m->kernels, a, gp, la, lp, c, &core, l);
     }
     embedding_backward(m->g.wte, m->g.wpe, a->d_resid, a->inputs, N, T, C);
@@ -385,7 +349,8 @@ void model_expert_rows(const model *m, long *bound, long *limit, long *hwm, long
     *limit = *bound ? *bound : m->moe_par.max_rows;
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
         if (!model_layer_is_moe(&m->cfg, l)) continue;
-        const moe_expert_cache *ec = &m->acts.layers[l].moe.experts;
+        const moe_expert_cache *ec = m->acts.recompute ? &m->acts.shared.moe.experts
+                                                       : &m->acts.layers[l].moe.experts;
         if (ec->rows_hwm > *hwm) *hwm = ec->rows_hwm;
         if ((long)ec->rows_alloc > *alloc) *alloc = (long)ec->rows_alloc;
     }

@@ -36,6 +36,13 @@ typedef enum {
 // (BENCHMARKS.md, "Figures behind design choices", has the sizes that were compared).
 enum { MODEL_LM_HEAD_CHUNK = 1024 };
 
+// Activation recomputation: NONE keeps every block's caches for the backward; BLOCK
+// keeps each block's input (and the per-layer routing results the metrics read) and
+// recomputes the block's forward into one shared set of caches right before its
+// backward: one more forward's compute for about one block's caches instead of L
+// layers'. Gradients are bitwise the same.
+typedef enum { MODEL_RECOMPUTE_NONE = 0, MODEL_RECOMPUTE_BLOCK = 1 } model_recompute;
+
 // How the model computes, not what: model_init sets the defaults; change them before
 // model_prepare, which lays out the activations for them.
 typedef struct {
@@ -55,6 +62,7 @@ typedef struct {
     // (moe_routing.virtual_workers): the layout-equivalence tests compare a P-rank run
     // with it. 0: off.
     int swipe_virtual_workers;
+    model_recompute recompute;
 } model_options;
 
 typedef struct {
@@ -136,6 +144,15 @@ void model_router_after_step(model *m);
 // (router.h), at layer l's slot. count 0 when the gate keeps none (topk). Free with
 // param_table_free.
 void model_router_state_table(param_table *t, const model_config *cfg);
+// The activations for batches of (B,T) under opt, par the MoE layers' parallel view
+// (NULL: one process; its sizes, not its communicators, are read). model_prepare runs
+// it on a measuring arena (capacity 0) and then for real; the memory report measures
+// it alone: a->layers NULL keeps no layer's pointers. Allocates nothing.
+void model_acts_layout(model_acts *a, bg_arena *ar, const model_config *c,
+                       const model_options *opt, const moe_parallel *par, int B, int T);
+// The MoE layers' shape as the model runs them for sequences of T tokens.
+moe_shape model_layer_moe_shape(const model_config *c, const model_options *opt,
+                                const moe_parallel *par, int T);
 // The MoE layers' shape for a config; par NULL on one process.
 moe_shape model_moe_shape(const model_config *cfg, const moe_parallel *par);
 // FLOPs of one training step per token: 6·(active matmul params) + attention.

@@ -155,6 +155,14 @@ void param_table_build_local(param_table *t, const model_config *cfg, int first_
     t->dense_numel = w.dense_numel;
 }
 
+void param_table_numel_local(const model_config *cfg, int first_expert, int n_experts,
+                             size_t *numel, size_t *dense_numel) {
+    walker w = {0};
+    walk(&w, cfg, first_expert, n_experts);
+    *numel = w.offset;
+    *dense_numel = w.dense_numel;
+}
+
 void param_table_free(param_table *t) {
     free(t->tensors);
     memset(t, 0, sizeof *t);

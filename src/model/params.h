@@ -58,6 +58,9 @@ void param_table_build(param_table *t, const model_config *cfg);
 void param_table_build_local(param_table *t, const model_config *cfg, int first_expert,
                              int n_experts);
 void param_table_free(param_table *t);
+// The sizes param_table_build_local would give (numel, dense_numel), allocating nothing.
+void param_table_numel_local(const model_config *cfg, int first_expert, int n_experts,
+                             size_t *numel, size_t *dense_numel);
 const param_tensor *param_table_find(const param_table *t, const char *name);
 // Points every view of `v` into `block` (parameters, gradients, or optimizer state).
 void model_params_bind(model_params *v, const model_config *cfg, float *block);

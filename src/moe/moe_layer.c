@@ -44,6 +44,41 @@ void moe_acts_layout(moe_acts *acts, bg_arena *arena, const moe_shape *s, int N)
     expert_cache_layout(&acts->experts, arena, s, N);
 }
 
+void moe_acts_keep_layout(moe_acts *keep, bg_arena *arena, const moe_shape *s) {
+    memset(keep, 0, sizeof *keep);
+    keep->router.counts_global = BG_ARENA_NEW(arena, int, s->E);
+    keep->router.stats = BG_ARENA_NEW(arena, double, MOE_ROUTER_STATS_ALLOC(s->E));
+    if (s->par) keep->exchange.send_rows = BG_ARENA_NEW(arena, int, s->par->ep_size);
+}
+
+void moe_acts_keep(moe_acts *keep, const moe_acts *from, const moe_shape *s) {
+    moe_router_cache *r = &keep->router;
+    const moe_router_cache *f = &from->router;
+    memcpy(r->counts_global, f->counts_global, sizeof(int) * (size_t)s->E);
+    memcpy(r->stats, f->stats, sizeof(double) * MOE_ROUTER_STATS_ALLOC(s->E));
+    r->n_tokens = f->n_tokens;
+    r->dropped_global = f->dropped_global;
+    r->aux_loss = f->aux_loss;
+    r->z_loss = f->z_loss;
+    keep->dispatch.dropped = from->dispatch.dropped;
+    moe_exchange_cache *x = &keep->exchange;
+    if (x->send_rows && from->exchange.send_rows) {
+        memcpy(x->send_rows, from->exchange.send_rows, sizeof(int) * (size_t)s->par->ep_size);
+        x->ep_size = from->exchange.ep_size;
+        x->rows_local = from->exchange.rows_local;
+    }
+}
+
+size_t moe_grown_bytes(const moe_shape *s, size_t rows, int n_caches) {
+    size_t C = (size_t)s->C, F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F);
+    int chunked = s->par && s->par->a2a_chunks > 1;
+    // moe_exchange_reserve: recv_to_local, x_recv, x_local, y_local; expert_cache_reserve: h, a
+    size_t cache = rows * (sizeof(int) + sizeof(float) * (3 * C + U + F));
+    // moe_exchange_scratch_reserve: ex_a, ex_b (ex_c chunked); scratch_reserve: dh, da
+    size_t scratch = rows * sizeof(float) * ((chunked ? 3 : 2) * C + U + F);
+    return (size_t)n_caches * cache + scratch;
+}
+
 void moe_scratch_layout(moe_scratch *scr, bg_arena *arena, const moe_shape *s, int N) {
     size_t n = (size_t)N, NK = n * s->k;
     size_t F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F);

@@ -55,6 +55,17 @@ typedef struct {
 // capacity 0 sizes it; see core/arena.h).
 void moe_acts_layout(moe_acts *acts, bg_arena *arena, const moe_shape *s, int N);
 void moe_scratch_layout(moe_scratch *scr, bg_arena *arena, const moe_shape *s, int N);
+// What one layer's forward leaves for the metrics, the routing health and the gate's
+// after_step, apart from its caches: the router's counts_global, stats and scalars
+// (aux and z losses, tokens, drops), the dispatch's drops and the exchange's send_rows.
+// Activation recomputation keeps this per layer and the caches once (model/acts.h).
+// keep_layout lays out those arrays (every other pointer NULL); keep copies them.
+void moe_acts_keep_layout(moe_acts *keep, bg_arena *arena, const moe_shape *s);
+void moe_acts_keep(moe_acts *keep, const moe_acts *from, const moe_shape *s);
+// Heap bytes of dropless expert parallelism's grown buffers when they hold `rows` rows:
+// n_caches layers' exchange row buffers and expert caches, plus the one backward
+// workspace (the exchange's and the experts'). The memory report's bound.
+size_t moe_grown_bytes(const moe_shape *s, size_t rows, int n_caches);
 // Frees the buffers grown on the heap (dropless expert parallelism); the arena's stay.
 void moe_acts_free(moe_acts *acts);
 void moe_scratch_free(moe_scratch *scr);

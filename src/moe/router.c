@@ -33,7 +33,7 @@ void moe_router_cache_layout(moe_router_cache *c, bg_arena *arena, const moe_sha
     c->topk_idx = BG_ARENA_NEW(arena, int, NK);
     c->topk_w = BG_ARENA_NEW(arena, float, NK);
     c->counts_global = BG_ARENA_NEW(arena, int, E);
-    c->stats = BG_ARENA_NEW(arena, double, 4 * E + 3);
+    c->stats = BG_ARENA_NEW(arena, double, MOE_ROUTER_STATS_ALLOC(E));
     c->seq_counts = s->routing.aux_scope == MOE_AUX_SEQUENCE
                         ? BG_ARENA_NEW(arena, int, (n / moe_router_seq_tokens(s, N)) * E)
                         : NULL;

@@ -118,6 +118,8 @@ void moe_router_scratch_layout(moe_router_scratch *scr, bg_arena *arena, const m
 #define MOE_ROUTER_STATS(E) (2 * (size_t)(E) + 2)
 // Where a gate's own sums start in stats (moe_router_balance_statistics_ex).
 #define MOE_ROUTER_STATS_EXTRA(E) (2 * (size_t)(E) + 3)
+// Doubles of the cache's stats array: the common sums and room for a gate's own.
+#define MOE_ROUTER_STATS_ALLOC(E) (4 * (size_t)(E) + 3)
 void moe_router_balance_statistics(moe_router_cache *c, const moe_router_ctx *ctx,
                                    const moe_shape *s, int N);
 // Σ over the batch's tokens of −Σ_i p log p of the router's probabilities, from the

@@ -95,6 +95,30 @@ static void routing_summary(char *buf, size_t n, const routing_health *h) {
              100 * h->worst_drop_frac, h->dead_total);
 }
 
+#define MIB(x) ((double)(x) / (1024.0 * 1024.0))
+
+void metrics_memory(metrics_sink *s, const memory_report *r, int ranks) {
+    if (s->quiet) return;
+    char who[64] = "";
+    if (ranks > 1) snprintf(who, sizeof who, " (the largest over %d ranks)", ranks);
+    printf("memory per rank%s, MiB: parameters %.1f, gradients %.1f, optimizer %.1f, "
+           "activations %.1f, MoE exchange %.1f", who, MIB(r->params), MIB(r->grads),
+           MIB(r->optimizer), MIB(r->activations), MIB(r->moe_exchange));
+    if (r->moe_exchange_heap) printf(" + up to %.1f grown", MIB(r->moe_exchange_heap));
+    printf(", workspaces %.1f, snapshot %.1f; total %.1f\n", MIB(r->workspaces),
+           MIB(r->snapshot), MIB(r->total));
+    fflush(stdout);
+}
+
+// The report as one JSON object (bytes), on the first step's line.
+static void json_memory(FILE *f, const memory_report *r) {
+    fprintf(f, ",\"memory\":{\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,"
+               "\"activations\":%zu,\"moe_exchange\":%zu,\"moe_exchange_heap_bound\":%zu,"
+               "\"workspaces\":%zu,\"snapshot\":%zu,\"total\":%zu}",
+            r->params, r->grads, r->optimizer, r->activations, r->moe_exchange,
+            r->moe_exchange_heap, r->workspaces, r->snapshot, r->total);
+}
+
 void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
     if (s->quiet) return;
     if (s->log) {
@@ -107,6 +131,8 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
         json_number(s->log, "grad_norm", "%.6f", m->grad_norm);
         fprintf(s->log, ",\"tokens_per_s\":%.1f,\"gflops\":%.2f,\"step_s\":%.4f", m->tokens_per_s,
                 m->gflops, m->step_seconds);
+        fprintf(s->log, ",\"peak_rss_mib\":%.1f", m->peak_rss_mib);
+        if (m->memory) json_memory(s->log, m->memory);
         if (m->fp16) fprintf(s->log, ",\"loss_scale\":%.0f,\"skipped\":%s", m->loss_scale, m->skipped ? "true" : "false");
         fputs(",\"expert_counts\":[", s->log);
         int first = 1;

@@ -4,6 +4,7 @@
 // and one JSON object per step in the metrics log (JSON Lines).
 #include <stdio.h>
 
+#include "model/memory_plan.h"
 #include "model/model.h"
 #include "train/routing_health.h"
 
@@ -18,6 +19,8 @@ typedef struct {
     double loss_scale;          // the scale this step ran at
     int skipped;                // its gradients overflowed: no update
     const routing_health *routing;  // MoE layers' routing health; NULL: not reported
+    double peak_rss_mib;        // this process's (rank 0's) peak resident memory
+    const memory_report *memory;  // the run's memory report: on its first step's line only
 } step_metrics;
 
 typedef struct {
@@ -30,6 +33,8 @@ typedef struct {
 
 int metrics_open(metrics_sink *s, const char *log_path, long total_steps, int quiet);
 void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl);
+// The memory report at start (per rank: each component the largest over `ranks`).
+void metrics_memory(metrics_sink *s, const memory_report *r, int ranks);
 // A message that must not be overwritten by the progress line (eval results).
 void metrics_note(metrics_sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void metrics_close(metrics_sink *s);

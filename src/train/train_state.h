@@ -48,6 +48,7 @@ typedef struct {
     // step whose gradients overflow (the step is skipped), doubles after
     // loss_scale_window good steps in a row.
     bg_dtype dtype;
+    model_recompute recompute;  // activation recomputation (model.h); bits unchanged
     float loss_scale_init;
     long loss_scale_window;
     // Set (by a signal handler) to ask for a checkpoint at the next step boundary

@@ -204,6 +204,7 @@ int trainer_init(trainer *tr, const train_options *o) {
     }
     bg_threads_set(o->threads);
     model_init_parallel(&tr->m, &tr->cfg, o->seed, tr->world > 1 ? &tr->par : NULL);
+    tr->m.opt.recompute = o->recompute;
     model_prepare(&tr->m, B, T);
     // ZeRO-1 (on by default in a parallel run): this rank's slices of the optimizer
     // state; one process keeps whole blocks.
@@ -415,13 +416,42 @@ static void step_traffic(trainer *tr, step_metrics *sm) {
 // the buffers were sized for (or the dropless limit they may grow to), and, once
 // steps ran, the most rows a rank received, the rows its grown buffers hold and the
 // largest resident memory of a rank.
+void trainer_memory_report(const trainer *tr, memory_report *r) {
+    const train_options *o = &tr->opt;
+    memory_plan_input in = {
+        .B = o->batch_size, .T = o->seq_len, .opt = tr->m.opt, .dtype = o->dtype,
+        .world_size = tr->world, .world_rank = tr->rank, .ep = tr->world > 1 ? tr->layout.ep : 1,
+        .a2a_chunks = tr->par.a2a_chunks, .max_expert_rows = o->max_expert_rows,
+        .zero = tr->zero.on, .snapshot_bytes = 0,  // no asynchronous saves yet
+    };
+    memory_plan(r, &tr->cfg, &in);
+}
+
+// Peak resident memory of this process so far, MiB.
+static double peak_rss_mib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);  // ru_maxrss: KiB on Linux
+    return ru.ru_maxrss / 1024.0;
+}
+
+// The report at start, printed by rank 0 with each component the largest over the ranks.
+static void report_memory(trainer *tr, metrics_sink *sink, memory_report *r) {
+    trainer_memory_report(tr, r);
+    size_t *f[] = {&r->params, &r->grads, &r->optimizer, &r->activations, &r->moe_exchange,
+                   &r->moe_exchange_heap, &r->workspaces, &r->snapshot, &r->total};
+    enum { NF = sizeof f / sizeof f[0] };
+    double v[NF];
+    for (int i = 0; i < NF; i++) v[i] = (double)*f[i];
+    if (tr->world > 1) dist_allreduce_max_f64(tr->layout.world, v, NF);
+    for (int i = 0; i < NF; i++) *f[i] = (size_t)v[i];
+    metrics_memory(sink, r, tr->world);
+}
+
 static void report_expert_rows(trainer *tr, const char *what) {
     if (tr->cfg.num_local_experts == 0) return;
     long bound, limit, hwm, alloc;
     model_expert_rows(&tr->m, &bound, &limit, &hwm, &alloc);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);  // ru_maxrss: KiB on Linux
-    double r[4] = {(double)hwm, (double)alloc, (double)limit, ru.ru_maxrss / 1024.0};
+    double r[4] = {(double)hwm, (double)alloc, (double)limit, peak_rss_mib()};
     if (tr->world > 1) dist_allreduce_max_f64(tr->layout.world, r, 4);
     if (tr->rank != 0) return;
     if (!strcmp(what, "bound")) {
@@ -505,6 +535,8 @@ int trainer_run(const train_options *o, int *report) {
                    tr.zero.on ? "ZeRO-1" : "replicated");
         fflush(stdout);
     }
+    memory_report memory;
+    report_memory(&tr, &sink, &memory);
     report_expert_rows(&tr, "bound");
     double v;
     if (tr.has_val) {
@@ -538,6 +570,7 @@ int trainer_run(const train_options *o, int *report) {
             .eta_seconds = train_seconds / (tr.step - first_step) * (o->steps - tr.step),
             .ranks = P, .fp16 = o->dtype == BG_FP16, .loss_scale = tr.skipped_at > 0 ? tr.skipped_at : tr.loss_scale,
             .skipped = tr.skipped_at > 0, .routing = &health,
+            .peak_rss_mib = peak_rss_mib(), .memory = tr.step == first_step + 1 ? &memory : NULL,
         };
         step_traffic(&tr, &sm);
         // After the step's traffic was read: its one all-reduce is the metrics', not the

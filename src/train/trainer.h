@@ -1,6 +1,7 @@
 #ifndef BG_TRAIN_TRAINER_H
 #define BG_TRAIN_TRAINER_H
 // The step loop: batch → forward → backward → clip → AdamW, with metrics and eval.
+#include "model/memory_plan.h"
 #include "train/train_state.h"
 
 // trainer_run's result, the process exit code: bad input (config, data, flags, a
@@ -28,6 +29,8 @@ int trainer_apply_grads(trainer *tr);
 // order (NAN without validation data). BG_ERR as trainer_step.
 int trainer_evaluate(trainer *tr, double *loss);
 void trainer_free(trainer *tr);
+// This rank's memory report (model/memory_plan.h) for the run tr was set up for.
+void trainer_memory_report(const trainer *tr, memory_report *r);
 // Validates options and inputs, resumes if asked, trains, saves, reports.
 // Returns TRAIN_OK, or TRAIN_BAD_INPUT / TRAIN_FAILED with bg_error set. In a
 // parallel run every rank returns the same code; *report is 1 on the rank that

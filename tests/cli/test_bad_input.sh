@@ -88,6 +88,7 @@ expect a2a-algo "--a2a must be flat or hierarchical" -- run "$D/good.json" "$D/o
 expect a2a-chunks "a2a-chunks must be positive" -- run "$D/good.json" "$D/ok.bin" --a2a-chunks -1
 expect dtype "--dtype must be fp32, bf16 or fp16" -- run "$D/good.json" "$D/ok.bin" --dtype fp8
 expect zero "--zero must be 0 or 1, got \"2\"" -- run "$D/good.json" "$D/ok.bin" --zero 2
+expect recompute "--recompute must be none or block" -- run "$D/good.json" "$D/ok.bin" --recompute layer
 expect loss-scale "--loss-scale must be a finite number >= 1" -- run "$D/good.json" "$D/ok.bin" --dtype fp16 --loss-scale 0.5
 expect loss-scale-window "--loss-scale-window must be positive" -- run "$D/good.json" "$D/ok.bin" --loss-scale-window 0
 expect ep-negative "expert-parallel must be positive" -- run "$D/good.json" "$D/ok.bin" --expert-parallel -1

@@ -25,7 +25,7 @@ train() {  # np out-dir flags...
     --log "$out/log.jsonl" "$@" >"$out/stdout" 2>"$out/stderr" || { tail -3 "$out/stderr"; return 1; }
 }
 # The step records without timings and traffic: everything that depends on the numbers.
-numbers() { sed -E 's/"(tokens_per_s|gflops|[a-z0-9_]*_s|a2a_[a-z_]*|allreduce_[a-z_]*)":[^,}]*,?//g' "$1"; }
+numbers() { sed -E 's/"memory":\{[^}]*\},?//; s/"(tokens_per_s|gflops|peak_rss_mib|[a-z0-9_]*_s|a2a_[a-z_]*|allreduce_[a-z_]*)":[^,}]*,?//g' "$1"; }
 same_ckpt() {  # dir-a dir-b: the final checkpoints' tensor files byte for byte
   local a=$1/ck/$(cat "$1/ck/latest") b=$2/ck/$(cat "$2/ck/latest") f
   for f in model.safetensors optimizer.safetensors; do cmp -s "$a/$f" "$b/$f" || return 1; done

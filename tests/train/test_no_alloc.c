@@ -127,9 +127,11 @@ void *memalign(size_t a, size_t n) {
 // OMP_NUM_THREADS=2 the fixture's 4 experts run one per thread; ctest's
 // train/test_no_alloc_threads runs this again with 3 threads, under which they run one
 // after the other.
-static void check(const train_fixture *f, int batch, bg_dtype dtype, const char *name) {
+static void check_rc(const train_fixture *f, int batch, bg_dtype dtype, model_recompute rc,
+                     const char *name) {
     train_options o;
     fixture_options(&o, f);
+    o.recompute = rc;
     o.steps = 10;
     o.batch_size = batch;
     o.dtype = dtype;
@@ -159,6 +161,10 @@ static void check(const train_fixture *f, int batch, bg_dtype dtype, const char 
     trainer_free(&tr);
 }
 
+static void check(const train_fixture *f, int batch, bg_dtype dtype, const char *name) {
+    check_rc(f, batch, dtype, MODEL_RECOMPUTE_NONE, name);
+}
+
 // Adds routing keys to the fixture's model config, before its closing brace.
 static void with_routing(const train_fixture *f, const char *keys) {
     char text[4096];
@@ -184,12 +190,14 @@ int main(void) {
     check(&f, 40, BG_FP32, "fp32, fused LM head");
     check(&f, 40, BG_BF16, "bf16, fused LM head");
     check(&f, 40, BG_FP16, "fp16, fused LM head");
+    check_rc(&f, 40, BG_BF16, MODEL_RECOMPUTE_BLOCK, "bf16, fused LM head, recompute block");
     // Capacity with the probability policy sorts each routing group's assignments: one
     // group of 256 tokens (4 KiB of keys, past what glibc's qsort sorts without a
     // buffer), and gshard's random second experts on top.
     with_routing(&f, "\"router_type\": \"gshard\", \"capacity_factor\": 1.0, "
                      "\"routing_group_tokens\": 256");
     check(&f, 8, BG_FP32, "gshard, capacity 1, probability policy");
+    check_rc(&f, 8, BG_FP32, MODEL_RECOMPUTE_BLOCK, "gshard, capacity 1, recompute block");
     fixture_remove(&f);
     return tu_finish("no_alloc");
 }
