@@ -1,21 +1,33 @@
 # Fuzzing, separate from the build and the test suite (included by the top-level Makefile).
-#   make fuzz-safetensors [FUZZ_TIME=60]   libFuzzer + ASan + UBSan on the safetensors reader
+#   make fuzz [FUZZ_TIME=30]            every target in turn, FUZZ_TIME seconds each
+#   make fuzz-<target> [FUZZ_TIME=60]   one target: safetensors, config, tokjson, gpt2,
+#                                       shard, trainer_json, args, bpe_encode
+# A target is tests/fuzz/fuzz_<target>.c (libFuzzer + ASan + UBSan) over the parsers'
+# sources, built here with clang into $(FUZZ_DIR); its seeds are tests/fuzz/<target>/seeds,
+# its regression inputs tests/fuzz/<target>/crashes, its dictionary tests/fuzz/<target>.dict
+# (all replayed by CTest in `make test` without clang: tests/CMakeLists.txt).
 # Needs clang with libFuzzer: on Debian the `clang` and `libclang-rt-dev` packages
-# (clang-14 and libclang-rt-14-dev on Debian 12), installed here on first use.
-# New corpus entries go to $(FUZZ_DIR)/corpus-safetensors; a crash leaves
-# $(FUZZ_DIR)/crash-* (rerun: $(FUZZ_DIR)/fuzz_safetensors FILE) and fails the target.
+# (clang-14 and libclang-rt-14-dev on Debian 12), installed here on first use, never by
+# `make test`. New corpus entries go to $(FUZZ_DIR)/corpus-<target>; a crash leaves
+# $(FUZZ_DIR)/<target>-crash-* (rerun: $(FUZZ_DIR)/fuzz_<target> FILE; once fixed, keep
+# the file in tests/fuzz/<target>/crashes/) and fails the target.
 # Wherever this file is included, it leaves the including Makefile's default goal alone.
 FUZZ_SAVED_GOAL := $(.DEFAULT_GOAL)
 FUZZ_DIR ?= build-fuzz
-FUZZ_TIME ?= 60
+FUZZ_TIME ?= 30
 FUZZ_CC ?= clang
 FUZZ_CFLAGS = -std=c11 -g -O1 -Wall -Wextra -D_GNU_SOURCE -Isrc -fno-omit-frame-pointer \
 	-fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_LIBS = -lcjson -lxxhash -lm
-FUZZ_ST_SOURCES = src/io/safetensors_read.c src/io/safetensors_write.c \
-	src/io/safetensors_dtype.c src/io/safetensors_text.c src/core/error.c
+# The parsers and what they call; a target links only the objects it needs from the archive.
+FUZZ_LIB_SOURCES = src/core/error.c src/core/half.c src/core/text_file.c src/core/dtype.c \
+	$(wildcard src/data/bpe_*.c) src/data/shard.c $(wildcard src/io/safetensors_*.c) \
+	src/model/config.c src/train/checkpoint_meta.c src/cli/args.c tests/fuzz/stub_router.c
+FUZZ_OBJS = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SOURCES))
+FUZZ_TARGETS = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_ARGS = -max_len=16384 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 
-.PHONY: fuzz-setup fuzz-safetensors fuzz-clean
+.PHONY: fuzz fuzz-setup fuzz-build fuzz-clean $(addprefix fuzz-,$(FUZZ_TARGETS))
 
 # Build packages (cJSON, xxhash), then clang's libFuzzer if a trivial fuzzer does not link.
 fuzz-setup:
@@ -32,20 +44,34 @@ fuzz-setup:
 	fi
 	@rm -f $(FUZZ_DIR)/probe.c $(FUZZ_DIR)/probe
 
-$(FUZZ_DIR)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c $(FUZZ_ST_SOURCES) src/io/safetensors.h | fuzz-setup
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer tests/fuzz/fuzz_safetensors.c $(FUZZ_ST_SOURCES) $(FUZZ_LIBS) -o $@
+$(FUZZ_DIR)/obj/%.o: %.c | fuzz-setup
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 
-$(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(FUZZ_ST_SOURCES) src/io/safetensors.h | fuzz-setup
-	$(FUZZ_CC) $(FUZZ_CFLAGS) tests/fuzz/make_seeds.c $(FUZZ_ST_SOURCES) $(FUZZ_LIBS) -o $@
+$(FUZZ_DIR)/libfuzzparsers.a: $(FUZZ_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
 
-fuzz-safetensors: $(FUZZ_DIR)/fuzz_safetensors $(FUZZ_DIR)/make_seeds
-	@rm -rf $(FUZZ_DIR)/seeds-safetensors && mkdir -p $(FUZZ_DIR)/seeds-safetensors $(FUZZ_DIR)/corpus-safetensors
-	@$(FUZZ_DIR)/make_seeds $(FUZZ_DIR)/seeds-safetensors
-	$(FUZZ_DIR)/fuzz_safetensors -max_total_time=$(FUZZ_TIME) -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-		-dict=tests/fuzz/safetensors.dict -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ \
-		$(FUZZ_DIR)/corpus-safetensors $(FUZZ_DIR)/seeds-safetensors
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_DIR)/libfuzzparsers.a | fuzz-setup
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -MMD -MP $< $(FUZZ_DIR)/libfuzzparsers.a $(FUZZ_LIBS) -o $@
+
+fuzz-build: $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_TARGETS))
+
+# One target for FUZZ_TIME seconds: new inputs into the first (writable) corpus
+# directory, the committed seeds and regression inputs read from the others.
+$(addprefix fuzz-,$(FUZZ_TARGETS)): fuzz-%: $(FUZZ_DIR)/fuzz_%
+	@mkdir -p $(FUZZ_DIR)/corpus-$*
+	$(FUZZ_DIR)/fuzz_$* -max_total_time=$(FUZZ_TIME) $(FUZZ_ARGS) \
+		$(if $(wildcard tests/fuzz/$*.dict),-dict=tests/fuzz/$*.dict) -artifact_prefix=$(FUZZ_DIR)/$*- \
+		$(FUZZ_DIR)/corpus-$* $(wildcard tests/fuzz/$*/seeds tests/fuzz/$*/crashes)
+
+# Every target, one after the other (2 cores are shared: no parallel fuzzing here).
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do $(MAKE) --no-print-directory fuzz-$$t || exit 1; done
 
 fuzz-clean:
 	rm -rf $(FUZZ_DIR)
+
+-include $(wildcard $(FUZZ_DIR)/obj/src/*/*.d $(FUZZ_DIR)/*.d)
 
 .DEFAULT_GOAL := $(FUZZ_SAVED_GOAL)

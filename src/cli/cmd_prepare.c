@@ -9,6 +9,7 @@
 // many corpora ship in). The validation split is deterministic (data/documents.h).
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/gpt2_fetch.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "data/bpe.h"
@@ -78,7 +79,7 @@ int cmd_prepare(int argc, char **argv) {
     else if (nfiles == 0) rc = (bg_error("prepare: no input text files given"), 2);
     else if (!(val_fraction >= 0 && val_fraction <= 0.5f))
         rc = (bg_error("prepare: --val-fraction must be in 0..0.5, got %g", val_fraction), 2);
-    else if (bpe_load(&tok, spec) != BG_OK) rc = 2;
+    else if (cli_tokenizer_load(&tok, spec) != BG_OK) rc = 2;
     progress p = {isatty(2), bg_now(), 0, 0, 0};
     for (int i = 0; i < nfiles && !rc; i++) {  // sizes first, for the progress bar; and fail early
         struct stat st;

@@ -6,6 +6,7 @@
 // (decode(encode(x)) == x); train refuses empty and binary files.
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/gpt2_fetch.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "data/bpe.h"
@@ -162,7 +163,7 @@ static int tokenizer_encode(int argc, char **argv) {
     int nfiles;
     int nflags = args_split_files(specs, n, argc, argv, files, &nfiles);
     bpe_tokenizer *tok = NULL;
-    if (args_parse(specs, n, nflags, argv, "tokenizer encode") != BG_OK || bpe_load(&tok, spec) != BG_OK) {
+    if (args_parse(specs, n, nflags, argv, "tokenizer encode") != BG_OK || cli_tokenizer_load(&tok, spec) != BG_OK) {
         free(files);
         return fail(2);
     }
@@ -267,7 +268,7 @@ static int tokenizer_decode(int argc, char **argv) {
     int nfiles;
     int nflags = args_split_files(specs, n, argc, argv, files, &nfiles);
     bpe_tokenizer *tok = NULL;
-    if (args_parse(specs, n, nflags, argv, "tokenizer decode") != BG_OK || bpe_load(&tok, spec) != BG_OK) {
+    if (args_parse(specs, n, nflags, argv, "tokenizer decode") != BG_OK || cli_tokenizer_load(&tok, spec) != BG_OK) {
         free(files);
         return fail(2);
     }

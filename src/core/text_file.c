@@ -11,8 +11,16 @@ char *bg_read_text_file(const char *path, size_t max, size_t *len) {
         bg_error("%s: cannot open (%s)", path, strerror(errno));
         return NULL;
     }
-    char *buf = bg_malloc(max + 1);
-    size_t n = fread(buf, 1, max + 1, f);
+    // The buffer grows with what is read, up to max + 1 bytes (one more tells "too large"):
+    // max is a bound, not a size, and small files are read often (fuzzing, config files).
+    size_t cap = max + 1 < ((size_t)1 << 16) ? max + 1 : (size_t)1 << 16, n = 0;
+    char *buf = bg_malloc(cap + 1);
+    for (;;) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap || cap == max + 1) break;
+        cap = cap > (max + 1) / 2 ? max + 1 : 2 * cap;
+        buf = bg_realloc(buf, cap + 1);
+    }
     int err = ferror(f);
     fclose(f);
     if (err || n > max) {

@@ -23,10 +23,17 @@ typedef struct {
 int bpe_ids_push(bpe_ids *v, uint32_t id);
 void bpe_ids_free(bpe_ids *v);
 
-// spec: "gpt2" (GPT-2's files from $BAGUALU_GPT2_DIR, ./data/gpt2 or data/gpt2 beside the
-// build directory of the executable), a directory holding encoder.json and vocab.bpe,
-// a path to an encoder.json (vocab.bpe beside it), or a tok.json written by bpe_save.
+// spec: "gpt2" (GPT-2's files from $BAGUALU_GPT2_DIR, ./data/gpt2, data/gpt2 beside the
+// build directory of the executable, or the cache directory below), a directory holding
+// encoder.json and vocab.bpe, a path to an encoder.json (vocab.bpe beside it), or a
+// tok.json written by bpe_save.
 int bpe_load(bpe_tokenizer **out, const char *spec);
+// Where "gpt2" looks last and where its files are fetched to (cli/gpt2_fetch.c):
+// $BAGUALU_GPT2_DIR, else $XDG_CACHE_HOME/bagualu/gpt2, else ~/.cache/bagualu/gpt2.
+// BG_ERR (no message) when none is set or the path does not fit.
+int bpe_gpt2_cache_dir(char *buf, size_t cap);
+// Whether "gpt2" finds an encoder.json (bpe_load may still refuse damaged files).
+int bpe_gpt2_present(void);
 int bpe_load_gpt2(bpe_tokenizer **out, const char *encoder_json, const char *vocab_bpe);
 int bpe_load_tokjson(bpe_tokenizer **out, const char *path);
 int bpe_save(const bpe_tokenizer *tok, const char *path);  // tok.json

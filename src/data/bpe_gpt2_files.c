@@ -211,9 +211,13 @@ static int load_merges(const char *path, const int16_t *alphabet, const bpe_byte
             break;
         }
         if ((size_t)count == cap) {
+            bpe_merge *grown = bg_try_realloc(merges, 2 * cap * sizeof *merges);
+            if (!grown) {
+                rc = BG_ERR;  // out of memory, said by bg_try_realloc
+                break;
+            }
+            merges = grown;
             cap *= 2;
-            merges = realloc(merges, cap * sizeof *merges);
-            BG_ASSERT(merges);
         }
         merges[count++] = (bpe_merge){left, right, result};
     }

@@ -34,12 +34,21 @@ static int load_gpt2_dir(bpe_tokenizer **out, const char *dir) {
     return bpe_load_gpt2(out, enc, voc);
 }
 
+int bpe_gpt2_cache_dir(char *buf, size_t cap) {
+    const char *env = getenv("BAGUALU_GPT2_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n = env && *env ? snprintf(buf, cap, "%s", env)
+            : xdg && *xdg ? snprintf(buf, cap, "%s/bagualu/gpt2", xdg)
+            : home && *home ? snprintf(buf, cap, "%s/.cache/bagualu/gpt2", home)
+                            : -1;
+    return n >= 0 && (size_t)n < cap ? BG_OK : BG_ERR;
+}
+
 // "gpt2": the files scripts/fetch_gpt2.sh puts in data/gpt2 of the source tree, found
-// from the working directory or from the executable (build/bagualu -> build/../data/gpt2).
-static int load_named_gpt2(bpe_tokenizer **out) {
-    const char *env = getenv("BAGUALU_GPT2_DIR");
-    if (env && *env) return load_gpt2_dir(out, env);
-    char cand[3][PATH_MAX];
+// from the working directory or from the executable (build/bagualu -> build/../data/gpt2),
+// else the user's cache, where the command line fetches them on first use. The first
+// directory holding encoder.json goes to dir; 0 when none does.
+static int find_named_gpt2(char dir[PATH_MAX]) {
+    char cand[4][PATH_MAX];
     int n = 0;
     join(cand[n++], sizeof cand[0], "data", "gpt2");
     char exe[PATH_MAX];
@@ -51,12 +60,32 @@ static int load_named_gpt2(bpe_tokenizer **out) {
         if (join(cand[n], sizeof cand[0], exe, "../data/gpt2")) n++;
         if (join(cand[n], sizeof cand[0], exe, "data/gpt2")) n++;
     }
+    if (bpe_gpt2_cache_dir(cand[n], sizeof cand[0]) == BG_OK) n++;
     for (int i = 0; i < n; i++) {
         char enc[PATH_MAX];
-        if (join(enc, sizeof enc, cand[i], "encoder.json") && is_file(enc)) return load_gpt2_dir(out, cand[i]);
+        if (join(enc, sizeof enc, cand[i], "encoder.json") && is_file(enc)) {
+            memcpy(dir, cand[i], PATH_MAX);
+            return 1;
+        }
     }
-    return bg_error("gpt2: GPT-2's encoder.json and vocab.bpe not found in data/gpt2 (run scripts/fetch_gpt2.sh, "
-                    "or set BAGUALU_GPT2_DIR)");
+    return 0;
+}
+
+int bpe_gpt2_present(void) {
+    const char *env = getenv("BAGUALU_GPT2_DIR");
+    char dir[PATH_MAX], enc[PATH_MAX];
+    if (env && *env) return join(enc, sizeof enc, env, "encoder.json") && is_file(enc);
+    return find_named_gpt2(dir);
+}
+
+static int load_named_gpt2(bpe_tokenizer **out) {
+    const char *env = getenv("BAGUALU_GPT2_DIR");
+    if (env && *env) return load_gpt2_dir(out, env);
+    char dir[PATH_MAX], cache[PATH_MAX];
+    if (find_named_gpt2(dir)) return load_gpt2_dir(out, dir);
+    if (bpe_gpt2_cache_dir(cache, sizeof cache) != BG_OK) snprintf(cache, sizeof cache, "the cache");
+    return bg_error("gpt2: GPT-2's encoder.json and vocab.bpe not found in data/gpt2 or %s (run "
+                    "scripts/fetch_gpt2.sh, or set BAGUALU_GPT2_DIR)", cache);
 }
 
 // The file beside `path` named `name`.

