@@ -101,7 +101,8 @@ static int set_key(model_config *cfg, const key_spec *k, const cJSON *v, const c
         return BG_OK;
     }
     case KEY_FLOAT:
-        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        // Finite as a float, not only as a double: 1e39 would become infinity.
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || !isfinite((float)v->valuedouble))
             return bg_error("%s: \"%s\" must be a finite number", origin, k->name);
         *(float *)field = (float)v->valuedouble;
         return BG_OK;

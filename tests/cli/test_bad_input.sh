@@ -16,6 +16,7 @@ cfg "{$good, \"norm\": \"batchnorm\"}" enum.json
 cfg "{$good" truncated.json
 cfg "{$good, \"router_type\": \"random\"}" router_type.json
 cfg "{$good, \"capacity_factor\": -1}" capacity.json
+cfg "{$good, \"router_z_loss_coef\": 1e39}" float_range.json
 cfg "{$good, \"router_groups\": 2, \"router_topk_groups\": 3}" topk_groups.json
 cfg "{$good, \"router_groups\": 3}" groups_divide.json
 cfg "{$good, \"router_type\": \"switch\"}" switch_k.json
@@ -51,6 +52,7 @@ expect fraction "must be an integer" -- run "$D/frac.json" "$D/ok.bin"
 expect bad-enum "must be one of" -- run "$D/enum.json" "$D/ok.bin"
 expect router-type "\"router_type\" must be one of: topk, switch" -- run "$D/router_type.json" "$D/ok.bin"
 expect capacity "capacity_factor must be >= 0" -- run "$D/capacity.json" "$D/ok.bin"
+expect float-range "\"router_z_loss_coef\" must be a finite number" -- run "$D/float_range.json" "$D/ok.bin"
 expect topk-groups "router_topk_groups must be in .1, router_groups = 2" -- run "$D/topk_groups.json" "$D/ok.bin"
 expect groups-divide "router_groups (3) must divide num_local_experts (4)" -- run "$D/groups_divide.json" "$D/ok.bin"
 expect switch-k "switch routes top-1" -- run "$D/switch_k.json" "$D/ok.bin"

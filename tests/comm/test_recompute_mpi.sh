@@ -5,7 +5,7 @@
 # with the same per-step losses, gradient norms and routing metrics. Dropless topk
 # (grown exchange buffers) and noisy_topk (noise keyed by step, layer and token).
 . "$(dirname "$0")/dist_launch.sh"
-dist_have_mpi || exit 0
+dist_have_mpi || exit 77
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT

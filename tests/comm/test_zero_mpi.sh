@@ -6,7 +6,7 @@
 # optimizer elements must be its shard: 1/P of the dense block, 1/(P/EP) of its
 # experts. A sharded run resumed from its own mid-run checkpoint ends on the same bits.
 . "$(dirname "$0")/dist_launch.sh"
-dist_have_mpi || exit 0
+dist_have_mpi || exit 77
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
