@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void plan_of(ckpt_plan *p, const trainer *tr) {
     int P = tr->world > 0 ? tr->world : 1, ep = P > 1 ? tr->layout.ep : 1;
@@ -150,6 +151,8 @@ int ckpt_shard_write_now(ckpt_shard *s, const trainer *tr, const char *dir) {
 
 static void *writer_main(void *arg) {
     ckpt_shard *s = arg;
+    // Tests delay the writer so training surely moves on before it reads the snapshot.
+    if (s->delay_ms > 0) nanosleep(&(struct timespec){s->delay_ms / 1000, (s->delay_ms % 1000) * 1000000L}, NULL);
     write_files(s);
     atomic_store(&s->done, 1);
     return NULL;
@@ -161,6 +164,8 @@ int ckpt_shard_start(ckpt_shard *s, const trainer *tr, const char *dir) {
     point_live(s, tr);
     snapshot(s);
     atomic_store(&s->done, 0);
+    const char *delay = getenv("BAGUALU_TEST_SAVE_DELAY_MS");
+    s->delay_ms = delay ? atol(delay) : 0;
     if (pthread_create(&s->thread, NULL, writer_main, s) != 0) {
         atomic_store(&s->done, 1);
         return write_files(s);  // no thread to be had: write now

@@ -23,6 +23,7 @@ typedef struct {
     pthread_t thread;
     int running;                 // a thread was started and not yet joined
     atomic_int done;             // the thread finished (rc and sums are final)
+    long delay_ms;               // tests: BAGUALU_TEST_SAVE_DELAY_MS before writing
     char dir[4096];
     int rc;                      // BG_OK, or BG_ERR with message
     char message[1024];
