@@ -339,9 +339,10 @@ int ckpt_index_write(const char *dir, const model_config *cfg, int P, int ep, in
     model_router_state_table(&st, cfg);
     double total = 0;
     char file[64], key[PARAM_NAME_MAX + 48];
+    int *dealt = ckpt_plan_deal(cfg, P, ep);
     for (int r = 0; r < P; r++) {
         ckpt_plan p;
-        ckpt_plan_make(&p, cfg, P, ep, zero_on, r);
+        ckpt_plan_make_dealt(&p, cfg, P, ep, zero_on, r, dealt);
         ckpt_plan_model_file(file, sizeof file, r, P);
         for (int k = 0; k < p.n_model; k++) {
             const param_tensor *t = &p.table.tensors[p.model[k]];
@@ -368,6 +369,7 @@ int ckpt_index_write(const char *dir, const model_config *cfg, int P, int ep, in
         }
         ckpt_plan_free(&p);
     }
+    free(dealt);
     param_table_free(&st);
     cJSON_AddNumberToObject(meta, "total_size", total);
     int rc = write_json(dir, CKPT_MODEL_INDEX, mj, &sums[0]);

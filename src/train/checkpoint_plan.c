@@ -31,6 +31,7 @@ static void deal_dense(const param_table *t, int P, const size_t *expert_load, i
     memcpy(load, expert_load, sizeof *load * (size_t)P);
     int nd = 0;
     while (nd < t->count && t->tensors[nd].expert < 0) nd++;
+    for (int i = nd; i < t->count; i++) BG_ASSERT(t->tensors[i].expert >= 0);  // dense first
     by_size *order = bg_calloc((size_t)nd + 1, sizeof *order);
     for (int i = 0; i < nd; i++) order[i] = (by_size){t->tensors[i].numel, i};
     qsort(order, (size_t)nd, sizeof *order, cmp_size_desc);
@@ -45,7 +46,40 @@ static void deal_dense(const param_table *t, int P, const size_t *expert_load, i
     free(load);
 }
 
+// The expert bytes rank r of P writes: the k-th expert tensor of an EP rank goes to
+// replica k mod S, and every EP rank holds the same sizes, so one table tells all.
+static size_t *expert_loads(const param_table *t, int P, int ep) {
+    size_t *load = bg_calloc((size_t)P, sizeof *load);
+    int S = P / ep;
+    for (int i = 0, k = 0; i < t->count; i++) {
+        if (t->tensors[i].expert < 0) continue;
+        for (int q = 0; q < ep; q++) load[(k % S) * ep + q] += t->tensors[i].numel;
+        k++;
+    }
+    return load;
+}
+
+int *ckpt_plan_deal(const model_config *cfg, int P, int ep) {
+    if (ep < 1) ep = 1;
+    int per = cfg->num_local_experts / ep;
+    param_table t;
+    param_table_build_local(&t, cfg, 0, per);
+    size_t *load = expert_loads(&t, P, ep);
+    int *owner = bg_calloc((size_t)t.count + 1, sizeof *owner);
+    deal_dense(&t, P, load, owner);
+    free(load);
+    param_table_free(&t);
+    return owner;
+}
+
 void ckpt_plan_make(ckpt_plan *p, const model_config *cfg, int P, int ep, int zero_on, int rank) {
+    int *dealt = ckpt_plan_deal(cfg, P, ep);
+    ckpt_plan_make_dealt(p, cfg, P, ep, zero_on, rank, dealt);
+    free(dealt);
+}
+
+void ckpt_plan_make_dealt(ckpt_plan *p, const model_config *cfg, int P, int ep, int zero_on, int rank,
+                          const int *dealt) {
     memset(p, 0, sizeof *p);
     if (ep < 1) ep = 1;
     BG_ASSERT(P >= 1 && P % ep == 0 && rank >= 0 && rank < P);
@@ -56,22 +90,16 @@ void ckpt_plan_make(ckpt_plan *p, const model_config *cfg, int P, int ep, int ze
     param_table_build_local(&p->table, cfg, ep_rank * per, per);
     const param_table *t = &p->table;
     p->zero = zero_shard_make(zero_on, t->dense_numel, t->numel, rank, P, edp_rank, S);
-    // Expert tensors: the k-th of an EP rank goes to replica k mod S. Every EP rank holds
-    // the same sizes, so each rank's expert bytes follow from its own table.
-    size_t *expert_load = bg_calloc((size_t)P, sizeof *expert_load);
+    // Expert tensors: the k-th of an EP rank goes to replica k mod S; dense ones as dealt.
     int *owner = bg_calloc((size_t)t->count + 1, sizeof *owner);
     for (int i = 0, k = 0; i < t->count; i++) {
-        if (t->tensors[i].expert < 0) continue;
-        for (int q = 0; q < ep; q++) expert_load[(k % S) * ep + q] += t->tensors[i].numel;
-        owner[i] = (k % S) * ep + ep_rank;
-        k++;
+        if (t->tensors[i].expert >= 0) owner[i] = (k++ % S) * ep + ep_rank;
+        else owner[i] = dealt[i];
     }
-    deal_dense(t, P, expert_load, owner);
     p->model = bg_calloc((size_t)t->count + 1, sizeof *p->model);
     for (int i = 0; i < t->count; i++)
         if (owner[i] == rank) p->model[p->n_model++] = i;
     free(owner);
-    free(expert_load);
     p->state = rank == 0;
     // Optimizer pieces: the owned slices cut at tensor boundaries (off: the model's).
     p->opt = bg_calloc((size_t)t->count * 2 + 1, sizeof *p->opt);

@@ -37,6 +37,12 @@ typedef struct {
 // dense model), ZeRO on or off. Allocates; ckpt_plan_free.
 void ckpt_plan_make(ckpt_plan *p, const model_config *cfg, int P, int ep, int zero_on, int rank);
 void ckpt_plan_free(ckpt_plan *p);
+// The writer of every dense tensor (by index into the table's dense prefix, the same on
+// every rank): computed once when many ranks' plans are made (rank 0's index), then
+// given to ckpt_plan_make_dealt. malloc'd.
+int *ckpt_plan_deal(const model_config *cfg, int P, int ep);
+void ckpt_plan_make_dealt(ckpt_plan *p, const model_config *cfg, int P, int ep, int zero_on, int rank,
+                          const int *dealt);
 // Floats of the rank's part: its model tensors, the gates' state when it writes them
 // (state_numel floats), and m and v of its pieces: an asynchronous save's snapshot.
 size_t ckpt_plan_floats(const ckpt_plan *p, size_t state_numel);
