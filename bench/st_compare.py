@@ -3,8 +3,11 @@
 
 usage: st_compare.py A B
 A and B are checkpoint step directories (every *.safetensors in them is read) or single
-.safetensors files. Tensors are matched by file and name; dtype, shape and raw bytes must be
-equal. Prints one line per difference and a summary; exit 0 when everything is equal, 1 when
+.safetensors files. Tensors are matched by name across a directory's files, so a checkpoint
+of format 1 (one model and one optimizer file) compares with one of format 2 (a file per
+rank): optimizer pieces ("<name>.exp_avg.<offset>") are joined into whole tensors (compared
+by bytes) and format 2's AdamW step (optimizer.index.json) is the I64 "step". dtype, shape
+and raw bytes must be equal. Prints one line per difference and a summary; exit 0 when everything is equal, 1 when
 anything differs, 2 on unreadable input. Standard library only (no numpy, no torch).
 """
 import json
@@ -35,10 +38,24 @@ def read_safetensors(path):
 def collect(path):
     if os.path.isdir(path):
         files = sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
-        out = {}
+        out, pieces = {}, {}
         for f in files:
             for name, t in read_safetensors(os.path.join(path, f)).items():
-                out[f"{f}:{name}"] = t
+                base, _, off = name.rpartition(".")
+                if off.isdigit() and base.endswith((".exp_avg", ".exp_avg_sq")):
+                    pieces.setdefault(base, []).append((int(off), t))
+                else:
+                    out[name] = t
+        for base, parts in pieces.items():
+            parts.sort(key=lambda p: p[0])
+            if base in out:
+                parts.insert(0, (0, out.pop(base)))
+            data = b"".join(t[2] for _, t in parts)
+            out[base] = (parts[0][1][0], (len(data) // 4,), data)
+        index = os.path.join(path, "optimizer.index.json")
+        if os.path.exists(index):
+            with open(index) as f:
+                out["step"] = ("I64", (), struct.pack("<q", json.load(f)["step"]))
         return out
     return {name: t for name, t in read_safetensors(path).items()}
 
@@ -70,7 +87,8 @@ def main():
             bad += 1
             continue
         (da, sa, xa), (db, sb, xb) = a[name], b[name]
-        if (da, sa) != (db, sb):
+        joined = len(sa) == 1 or len(sb) == 1  # a joined optimizer piece is 1-D
+        if da != db or (sa != sb and not (joined and len(xa) == len(xb))):
             print(f"  {name}: {da}{list(sa)} vs {db}{list(sb)}")
             bad += 1
         elif xa != xb:

@@ -50,9 +50,9 @@ static void print_config(const model_config *c) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: bagualu inspect DIR\n\n"
-               "Print a checkpoint's config, step, tensor and parameter counts, and verify both\n"
-               "safetensors files against the checksums in trainer.json and the config's tensor\n"
-               "table. DIR is a step directory, or a save directory (its `latest` is used).\n"
+               "Print a checkpoint's config, step, tensor and parameter counts, and verify every\n"
+               "safetensors file against the checksums in trainer.json, the indexes and the\n"
+               "config's tensor table. DIR is a step directory, or a save directory (its `latest` is used).\n"
                "Exit code 0 if the checkpoint is intact, 2 if it is unreadable or corrupt.\n");
 }
 
@@ -108,9 +108,12 @@ int cmd_inspect(int argc, char **argv) {
         if (!strcmp(t.tensors[i].name, "model.embed_positions.weight")) pos = t.tensors[i].numel;
     }
     embed = tok + pos;
-    printf("tensors:               %d (model.safetensors; optimizer.safetensors holds m and v of each, "
-           "and step: %d)\n",
-           t.count, 2 * t.count + 1);
+    int n_model = 0;
+    for (int i = 0; i < r.n_files; i++) n_model += !r.files[i].optimizer;
+    printf("format:                %d (%d model file%s, %d optimizer file%s)\n", r.version, n_model,
+           n_model == 1 ? "" : "s", r.n_files - n_model, r.n_files - n_model == 1 ? "" : "s");
+    printf("tensors:               %d (model files; the optimizer holds m and v of each in %d piece%s)\n",
+           t.count, r.optimizer_pieces, r.optimizer_pieces == 1 ? "" : "s");
     printf("parameters:            %zu total (%.2fM): embeddings %zu (token %zu, position %zu), "
            "other %zu\n",
            t.numel, t.numel / 1e6, embed, tok, pos, t.numel - embed);
@@ -123,10 +126,14 @@ int cmd_inspect(int argc, char **argv) {
         printf("active per token:      %.0f matmul parameters (%.2fM; dense; embeddings not counted)\n",
                active, active / 1e6);
     param_table_free(&t);
-    print_file("model.safetensors:", &r.model);
-    print_file("optimizer.safetensors:", &r.optimizer);
     int bad = 0;
-    if (r.model.status != CKPT_FILE_OK) fprintf(stderr, "bagualu: %s\n", r.model.message), bad = 1;
-    if (r.optimizer.status != CKPT_FILE_OK) fprintf(stderr, "bagualu: %s\n", r.optimizer.message), bad = 1;
+    char label[80];
+    for (int i = 0; i < r.n_files; i++) {
+        snprintf(label, sizeof label, "%s:", r.files[i].name);
+        print_file(label, &r.files[i]);
+    }
+    for (int i = 0; i < r.n_files; i++)
+        if (r.files[i].status != CKPT_FILE_OK) fprintf(stderr, "bagualu: %s\n", r.files[i].message), bad = 1;
+    ckpt_report_free(&r);
     return bad ? 2 : 0;
 }

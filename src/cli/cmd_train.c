@@ -42,6 +42,7 @@ int cmd_train(int argc, char **argv) {
         {"save-dir", ARG_STR, &o.save_dir, 0, "directory for checkpoints (step_NNNNNNNN/ and latest)"},
         {"save-every", ARG_LONG, &o.save_every, 0, "save every N steps (default: only at the end)"},
         {"keep-last", ARG_INT, &o.keep_last, 0, "keep only the newest K checkpoints (default: all)"},
+        {"save-async", ARG_INT, &o.save_async, 0, "1: write checkpoints on a thread while training goes on; 0: wait (default 1)"},
         {"resume", ARG_STR, &o.resume, 0, "checkpoint directory, or latest (from --save-dir; none yet = start)"},
         {"expert-parallel", ARG_INT, &o.expert_parallel, 0, "expert-parallel degree EP under mpirun (default: largest valid)"},
         {"ranks-per-node", ARG_INT, &o.ranks_per_node, 0, "treat every R ranks as one node (default: real nodes)"},

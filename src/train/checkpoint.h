@@ -1,41 +1,78 @@
 #ifndef BG_TRAIN_CHECKPOINT_H
 #define BG_TRAIN_CHECKPOINT_H
-// Checkpoints: one directory per step under a save directory.
+// Checkpoints: one directory per step under a save directory, format_version 2, written
+// in parallel: rank r of P writes its own two files, no rank gathers anything.
 //
-//   SAVE_DIR/step_00000100/model.safetensors      every parameter under its table name
-//                                                 (experts by global expert id), F32;
-//                                                 then a gate's state, e.g. the bias
-//                                                 gate's ...gate.e_score_correction_bias
-//                                                 (replicated: rank 0's copy is written)
-//   SAVE_DIR/step_00000100/optimizer.safetensors  "<name>.exp_avg", "<name>.exp_avg_sq"
-//                                                 (AdamW m and v), and "step" (I64 scalar)
-//   SAVE_DIR/step_00000100/trainer.json           format_version, step, samples consumed,
-//                                                 data seed, LR schedule, loss scale, the
-//                                                 model config and the training options,
-//                                                 the XXH64 of both safetensors files, and
-//                                                 last "trainer_json_xxh64": the XXH64 of
-//                                                 trainer.json itself with those 16 hex
-//                                                 digits written as '0'
-//   SAVE_DIR/latest                               "step_00000100\n"
+//   SAVE_DIR/step_00000100/model-0000R-of-0000P.safetensors
+//        the whole model tensors rank R-1 writes, F32, under their table names (experts
+//        by global id): each expert tensor by one of the P/EP replicas holding it, the
+//        dense tensors dealt among all ranks by bytes (train/checkpoint_plan.h); rank 0
+//        adds the gates' state (e.g. the bias gate's ...gate.e_score_correction_bias)
+//   SAVE_DIR/step_00000100/optimizer-0000R-of-0000P.safetensors
+//        AdamW m and v of the rank's pieces: "<name>.exp_avg", "<name>.exp_avg_sq" for a
+//        whole tensor (its shape), "<name>.exp_avg.<offset>" (1-D) for a part of one.
+//        ZeRO on: the owned slices of model/zero_shard.h cut at tensor boundaries;
+//        off: m and v of the tensors in its model file
+//   SAVE_DIR/step_00000100/model.safetensors.index.json
+//        Hugging Face's sharded layout: {"metadata": {"total_size": bytes},
+//        "weight_map": {tensor: file}}
+//   SAVE_DIR/step_00000100/optimizer.index.json
+//        {"format": "bagualu-optimizer", "step": AdamW step, "pieces": [{"tensor",
+//        "offset", "count" (elements within the tensor), "file", "exp_avg",
+//        "exp_avg_sq" (keys in the file)}, ...]}
+//   SAVE_DIR/step_00000100/trainer.json
+//        format_version 2, step, samples consumed, data seed, LR schedule, loss scale,
+//        the model config and the training options, "checksums_xxh64" of every other
+//        file, and last "trainer_json_xxh64": the XXH64 of trainer.json itself with
+//        those 16 hex digits written as '0'
+//   SAVE_DIR/latest      "step_00000100\n"
 //
-// Atomicity: files are written into SAVE_DIR/.tmp-step_00000100, each fsynced; the
-// directory is fsynced and renamed to its final name; SAVE_DIR is fsynced; then
-// `latest` is replaced by writing latest.tmp, fsync, rename, fsync SAVE_DIR. A crash
-// at any instant leaves every final-named checkpoint complete and `latest` naming one
-// of them. Leftover .tmp-* directories of crashed saves are removed by the next save.
-// Saving a step that already exists swaps the new directory in (RENAME_EXCHANGE); pruning
-// renames a directory to .tmp-del-* before deleting it; so no final-named directory is
-// ever partial. `latest` is the commit record: a step directory newer than the one it
-// names (a crash after the rename, before the pointer) is complete but not used.
+// Format 1 (one model.safetensors holding every tensor, one optimizer.safetensors with
+// whole m, v and an I64 "step") still loads: it is read as an index of two files.
 //
-// Here the policy; trainer.json in checkpoint_meta.h, the tensor files in
-// checkpoint_tensors.h, finding step directories and `latest` in checkpoint_dir.h,
+// Saving: rank 0 creates SAVE_DIR/.tmp-step_00000100; every rank writes and fsyncs its
+// files there; a collective confirms every shard is on disk and gathers the checksums;
+// only then rank 0 writes the indexes and trainer.json (fsynced), fsyncs the directory,
+// renames it to its final name, fsyncs SAVE_DIR and replaces `latest` (write
+// latest.tmp, fsync, rename, fsync SAVE_DIR). A crash or kill of any rank at any instant
+// leaves every final-named checkpoint complete and `latest` naming one of them.
+// Leftover .tmp-* directories are removed by the next save. Saving a step that already
+// exists swaps the new directory in (RENAME_EXCHANGE); pruning renames a directory to
+// .tmp-del-* before deleting it. `latest` is the commit record.
+//
+// Asynchronous saves: at a step boundary a rank copies its part into a snapshot buffer
+// (allocated once) and a writer thread writes its files while training goes on; the
+// commit above (collective) runs on the main thread at a later step boundary, once every
+// rank's writer has finished, and before the next save, at the end and on a signal.
+//
+// Loading (any P, EP, ZeRO on or off): every rank reads trainer.json and the indexes,
+// file i is verified (checksum, tensors against the index) by rank i mod P and the
+// outcome agreed, then each rank reads from the mapped files only the tensors and the
+// optimizer elements it holds.
+//
+// Here the policy; trainer.json in checkpoint_meta.h, the indexes and reading in
+// checkpoint_index.h, who writes what in checkpoint_plan.h, a rank's files and the
+// writer thread in checkpoint_shard.h, directories and `latest` in checkpoint_dir.h,
 // reading without a trainer in checkpoint_inspect.h.
 #include "train/train_state.h"
 
-// Writes the trainer's state as SAVE_DIR/step_<step> (creating SAVE_DIR if missing);
-// BG_ERR (bg_error: one line naming the step, then the cause) on any I/O failure,
+// A run's saver: this rank's part and the save in flight. async: snapshot + writer
+// thread; 0: every save written and committed at once. keep_last as ckpt_prune.
+typedef struct ckpt_saver ckpt_saver;
+ckpt_saver *ckpt_saver_new(const trainer *tr, const char *save_dir, int keep_last, int async);
+void ckpt_saver_free(ckpt_saver *s);  // waits for a writer still running, commits nothing
+// Collective. Starts a save of tr's state as SAVE_DIR/step_<step> (a pending one is
+// committed first); synchronous savers commit before returning. BG_ERR (the same
+// one-line bg_error on every rank, naming the step and the cause) on any failure,
 // leaving earlier checkpoints and `latest` untouched.
+int ckpt_saver_begin(ckpt_saver *s);
+// Collective, at a step boundary: commits the pending save once every rank's writer has
+// finished (wait = 1: waits for it). One small all-reduce per call while a save is
+// pending. Errors as ckpt_saver_begin.
+int ckpt_saver_poll(ckpt_saver *s, int wait);
+int ckpt_saver_pending(const ckpt_saver *s);
+long ckpt_saver_step(const ckpt_saver *s);  // the step of the last save begun
+// One synchronous save (collective).
 int ckpt_save(const trainer *tr, const char *save_dir);
 // Creates SAVE_DIR if missing and checks that it is a writable directory (a run calls
 // this once, before training, so a bad --save-dir fails before hours of work).
@@ -43,10 +80,10 @@ int ckpt_init_dir(const char *save_dir);
 // Deletes all but the newest keep_last step directories (keep_last <= 0: keep all);
 // never the one `latest` names.
 int ckpt_prune(const char *save_dir, int keep_last);
-// Loads a checkpoint directory into an initialized trainer (same config): parameters,
-// optimizer state, step and data position. Verifies checksums (trainer.json's own too),
-// tensor names, shapes and dtypes (F32, I64 step), and that the config and seed match;
-// errors name the file and tensor. Checks all before copying anything: on failure the
-// trainer is unchanged.
+// Loads a checkpoint directory (format 1 or 2, saved at any layout) into an initialized
+// trainer (same config); collective. Verifies checksums (trainer.json's own too),
+// tensor names, shapes and dtypes, that the optimizer pieces cover every tensor, and
+// that the config and seed match; errors name the file and tensor, the same on every
+// rank. Checks all before copying anything: on failure the trainer is unchanged.
 int ckpt_load(trainer *tr, const char *ckpt_dir);
 #endif

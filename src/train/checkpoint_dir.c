@@ -102,13 +102,9 @@ int ckpt_latest(const char *save_dir, char *out, size_t n, int *found) {
     return BG_OK;
 }
 
-int ckpt_dir_paths(const char *dir, char *json, char *model, char *opt) {
+int ckpt_dir_paths(const char *dir, char *json) {
     struct stat st;
     if (stat(dir, &st) != 0) return bg_error("%s: cannot open checkpoint directory (%s)", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return bg_error("%s: not a checkpoint directory", dir);
-    if (io_path_join(json, CKPT_PATH_MAX, dir, "trainer.json") != BG_OK ||
-        io_path_join(model, CKPT_PATH_MAX, dir, "model.safetensors") != BG_OK ||
-        io_path_join(opt, CKPT_PATH_MAX, dir, "optimizer.safetensors") != BG_OK)
-        return BG_ERR;
-    return BG_OK;
+    return io_path_join(json, CKPT_PATH_MAX, dir, "trainer.json");
 }

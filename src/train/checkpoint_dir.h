@@ -14,7 +14,7 @@ long ckpt_dir_step(const char *dir);
 // checkpoint yet (no `latest`). BG_ERR if `latest` exists but is unreadable, bad, or
 // names a directory that does not exist.
 int ckpt_latest(const char *save_dir, char *out, size_t n, int *found);
-// The paths of a step directory's three files (each CKPT_PATH_MAX long); BG_ERR
-// unless dir is a directory.
-int ckpt_dir_paths(const char *dir, char *json, char *model, char *opt);
+// The path of a step directory's trainer.json (CKPT_PATH_MAX long); BG_ERR unless dir
+// is a directory.
+int ckpt_dir_paths(const char *dir, char *json);
 #endif

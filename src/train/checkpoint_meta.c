@@ -36,26 +36,31 @@ static char *self_sum_digits(char *text) {
     return p[16] == '"' ? p : NULL;
 }
 
-char *ckpt_meta_json(const trainer *tr, uint64_t model_sum, uint64_t opt_sum) {
+ckpt_progress ckpt_progress_of(const trainer *tr) {
+    return (ckpt_progress){tr->step, tr->samples, tr->loss_scale, tr->good_steps, tr->adam.step};
+}
+
+char *ckpt_meta_json(const trainer *tr, const ckpt_progress *p, const char *const *files,
+                     const uint64_t *sums_in, int n_files) {
     const train_options *o = &tr->opt;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "format_version", CKPT_FORMAT_VERSION);
-    cJSON_AddNumberToObject(root, "step", (double)tr->step);
+    cJSON_AddNumberToObject(root, "step", (double)p->step);
     cJSON *data = cJSON_AddObjectToObject(root, "data");
-    cJSON_AddNumberToObject(data, "samples_consumed", (double)tr->samples);
+    cJSON_AddNumberToObject(data, "samples_consumed", (double)p->samples);
     char seed[32];
     snprintf(seed, sizeof seed, "%" PRIu64, o->seed);
     cJSON_AddStringToObject(data, "seed", seed);  // a string: JSON numbers lose 64-bit seeds
     cJSON_AddNumberToObject(data, "seq_len", o->seq_len);
     cJSON *lr = cJSON_AddObjectToObject(root, "lr_schedule");
-    cJSON_AddNumberToObject(lr, "step", (double)tr->step);
+    cJSON_AddNumberToObject(lr, "step", (double)p->step);
     cJSON_AddNumberToObject(lr, "total_steps", (double)o->steps);
     cJSON_AddNumberToObject(lr, "warmup", (double)o->warmup);
     cJSON_AddNumberToObject(lr, "max_lr", o->lr);
     cJSON_AddNumberToObject(lr, "min_lr", tr->min_lr);
     // fp16's dynamic loss scale and its run of good steps: exact resume needs both.
-    cJSON_AddNumberToObject(root, "loss_scale", tr->loss_scale);
-    cJSON_AddNumberToObject(root, "loss_scale_good_steps", (double)tr->good_steps);
+    cJSON_AddNumberToObject(root, "loss_scale", p->loss_scale);
+    cJSON_AddNumberToObject(root, "loss_scale_good_steps", (double)p->good_steps);
     char *cfg_text = model_config_to_json(&tr->cfg);
     cJSON_AddItemToObject(root, "model_config", cJSON_Parse(cfg_text));
     free(cfg_text);
@@ -74,10 +79,10 @@ char *ckpt_meta_json(const trainer *tr, uint64_t model_sum, uint64_t opt_sum) {
     cJSON_AddStringToObject(t, "data", o->data_path ? o->data_path : "");
     cJSON *sums = cJSON_AddObjectToObject(root, "checksums_xxh64");
     char hex[17];
-    hex64(hex, model_sum);
-    cJSON_AddStringToObject(sums, "model.safetensors", hex);
-    hex64(hex, opt_sum);
-    cJSON_AddStringToObject(sums, "optimizer.safetensors", hex);
+    for (int i = 0; i < n_files; i++) {
+        hex64(hex, sums_in[i]);
+        cJSON_AddStringToObject(sums, files[i], hex);
+    }
     cJSON_AddStringToObject(root, SELF_SUM_KEY, "0000000000000000");
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
@@ -97,6 +102,11 @@ static int json_get_number(const cJSON *obj, const char *key, double *out, const
     if (!cJSON_IsNumber(v)) return bg_error("%s: missing or non-numeric \"%s\"", file, key);
     *out = v->valuedouble;
     return BG_OK;
+}
+
+static int parse_hex64(const cJSON *sums, const char *key, uint64_t *out, const char *file);
+int ckpt_meta_sum(const ckpt_meta *m, const char *file, uint64_t *sum, const char *path) {
+    return parse_hex64(m->sums, file, sum, path);
 }
 
 static int parse_hex64(const cJSON *sums, const char *key, uint64_t *out, const char *file) {
@@ -156,9 +166,9 @@ int ckpt_meta_read(ckpt_meta *m, const char *path) {
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(data, "seed");
     const cJSON *sums = cJSON_GetObjectItemCaseSensitive(m->root, "checksums_xxh64");
     int rc = json_get_number(m->root, "format_version", &version, path);
-    if (rc == BG_OK && version != CKPT_FORMAT_VERSION)
-        rc = bg_error("%s: unsupported checkpoint format_version %g (this build reads %d)", path,
-                      version, CKPT_FORMAT_VERSION);
+    if (rc == BG_OK && !(version == 1 || version == CKPT_FORMAT_VERSION))
+        rc = bg_error("%s: unsupported checkpoint format_version %g (this build reads %d to %d)", path,
+                      version, CKPT_FORMAT_VERSION_MIN, CKPT_FORMAT_VERSION);
     if (rc == BG_OK) rc = json_get_number(m->root, "step", &step, path);
     if (rc == BG_OK && !cJSON_IsObject(data)) rc = bg_error("%s: missing data position", path);
     if (rc == BG_OK) rc = json_get_number(data, "samples_consumed", &samples, path);
@@ -166,8 +176,11 @@ int ckpt_meta_read(ckpt_meta *m, const char *path) {
     if (rc == BG_OK && (!whole(step) || !whole(samples) || !whole(total)))
         rc = bg_error("%s: bad step or data position", path);
     if (rc == BG_OK && !cJSON_IsString(seed)) rc = bg_error("%s: missing data seed", path);
-    if (rc == BG_OK) rc = parse_hex64(sums, "model.safetensors", &m->model_sum, path);
-    if (rc == BG_OK) rc = parse_hex64(sums, "optimizer.safetensors", &m->opt_sum, path);
+    uint64_t sum;
+    if (rc == BG_OK && !cJSON_IsObject(sums)) rc = bg_error("%s: missing \"checksums_xxh64\"", path);
+    // Format 1 has its two files; format 2's files are named by its indexes.
+    if (rc == BG_OK && version == 1) rc = parse_hex64(sums, "model.safetensors", &sum, path);
+    if (rc == BG_OK && version == 1) rc = parse_hex64(sums, "optimizer.safetensors", &sum, path);
     // The loss scale: optional (1 when absent), positive and finite when present.
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(m->root, "loss_scale");
     const cJSON *gs = cJSON_GetObjectItemCaseSensitive(m->root, "loss_scale_good_steps");
@@ -183,6 +196,8 @@ int ckpt_meta_read(ckpt_meta *m, const char *path) {
         ckpt_meta_free(m);
         return BG_ERR;
     }
+    m->version = (int)version;
+    m->sums = sums;
     m->step = (long)step;
     m->total_steps = (long)total;
     m->samples = (uint64_t)samples;

@@ -9,11 +9,24 @@
 #include "model/config.h"
 #include "train/train_state.h"
 
-#define CKPT_FORMAT_VERSION 1
+#define CKPT_FORMAT_VERSION 2
+#define CKPT_FORMAT_VERSION_MIN 1  // one model.safetensors + optimizer.safetensors
 
-// trainer.json's text for tr and the XXH64 of its two safetensors files (malloc'd,
-// ending in a newline, its own checksum filled in).
-char *ckpt_meta_json(const trainer *tr, uint64_t model_sum, uint64_t opt_sum);
+// What moves with training: captured when a save starts, so an asynchronous save
+// records the step it snapshotted, not the one running when it commits.
+typedef struct {
+    long step;
+    uint64_t samples;
+    float loss_scale;
+    long good_steps;
+    int64_t adam_step;
+} ckpt_progress;
+ckpt_progress ckpt_progress_of(const trainer *tr);
+
+// trainer.json's text for tr's options and config, the progress p and the XXH64 of
+// the n files named (malloc'd, ending in a newline, its own checksum filled in).
+char *ckpt_meta_json(const trainer *tr, const ckpt_progress *p, const char *const *files,
+                     const uint64_t *sums, int n);
 
 // What trainer.json says, checked for completeness and its own checksum.
 typedef struct {
@@ -22,7 +35,8 @@ typedef struct {
     uint64_t samples;
     const char *seed;             // decimal, inside root
     const cJSON *model_config;    // inside root
-    uint64_t model_sum, opt_sum;
+    int version;                  // format_version: 1 or 2
+    const cJSON *sums;            // "checksums_xxh64": file name -> 16 hex digits
     double loss_scale;            // 0: not recorded
     long good_steps;
 } ckpt_meta;
@@ -31,6 +45,8 @@ typedef struct {
 // not JSON, of another format_version, or lacks a field.
 int ckpt_meta_read(ckpt_meta *m, const char *path);
 void ckpt_meta_free(ckpt_meta *m);
+// The XXH64 trainer.json (at path) records for file; BG_ERR naming both when absent.
+int ckpt_meta_sum(const ckpt_meta *m, const char *file, uint64_t *sum, const char *path);
 // The config the run asks for must be the one the checkpoint holds: a mismatch
 // names the first differing key.
 int ckpt_meta_check_config(const cJSON *saved, const model_config *cfg, const char *file);

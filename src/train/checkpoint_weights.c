@@ -1,6 +1,6 @@
 // Loading a checkpoint's weights for inference (see checkpoint_weights.h). The checks
 // are ckpt_inspect's, so a checkpoint that `bagualu inspect` calls good loads here,
-// and the optimizer file is not needed (its status is ignored).
+// and the optimizer files are not needed (their status is ignored).
 #include "train/checkpoint_weights.h"
 
 #include <cjson/cJSON.h>
@@ -13,7 +13,6 @@
 #include "core/error.h"
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_inspect.h"
-#include "io/safetensors.h"
 
 static int is_file(const char *dir, const char *name) {
     char path[4096 + 64];
@@ -69,36 +68,26 @@ int ckpt_load_weights(model *m, const char *path, ckpt_weights_info *info) {
     if (resolve_dir(path, info->dir, sizeof info->dir) != BG_OK) return BG_ERR;
     ckpt_report r;
     if (ckpt_inspect(info->dir, &r) != BG_OK) return BG_ERR;
-    if (r.model.status != CKPT_FILE_OK) return bg_error("%s", r.model.message);
+    // The optimizer files are not needed for inference: their status is ignored.
+    for (int i = 0; i < r.n_files; i++)
+        if (!r.files[i].optimizer && r.files[i].status != CKPT_FILE_OK) {
+            bg_error("%s", r.files[i].message);
+            ckpt_report_free(&r);
+            return BG_ERR;
+        }
+    ckpt_report_free(&r);
     info->step = r.step;
     read_training_shape(info);
 
-    char mpath[sizeof info->dir + 32];
-    snprintf(mpath, sizeof mpath, "%s/model.safetensors", info->dir);
-    st_file f;
-    if (st_open(&f, mpath) != BG_OK) return BG_ERR;
-    // Checked again on the mapping actually read: the file may have changed since
-    // ckpt_inspect hashed it (XXH64 runs at memory speed, so this costs little).
-    if (st_verify_checksum(&f, r.model.recorded) != BG_OK) {
-        st_close(&f);
-        return BG_ERR;
-    }
     model tmp;
     model_init(&tmp, &r.cfg, 0);
-    int rc = BG_OK;
-    for (int i = 0; i < tmp.table.count && rc == BG_OK; i++) {
-        const param_tensor *p = &tmp.table.tensors[i];
-        rc = st_read_f32(&f, p->name, tmp.params + p->offset, p->ndim, p->shape);
-    }
-    // The gates' state routes tokens at inference too (the bias gate's bias).
+    // The gates' state routes tokens at inference too (the bias gate's bias). Files are
+    // read again, checksums verified on the mapping actually read: they may have
+    // changed since ckpt_inspect hashed them.
     param_table st;
     model_router_state_table(&st, &r.cfg);
-    for (int i = 0; i < st.count && rc == BG_OK; i++) {
-        const param_tensor *p = &st.tensors[i];
-        rc = st_read_f32(&f, p->name, (float *)tmp.router_state + p->offset, p->ndim, p->shape);
-    }
+    int rc = ckpt_read_model(info->dir, &r.cfg, &tmp.table, tmp.params, &st, (float *)tmp.router_state);
     param_table_free(&st);
-    st_close(&f);
     if (rc != BG_OK) {
         model_free(&tmp);
         return BG_ERR;

@@ -6,6 +6,7 @@
 #include "model/params.h"
 #include "io/file_sync.h"
 #include "train/checkpoint_dir.h"
+#include "train/checkpoint_inspect.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -95,8 +96,9 @@ static int resolve_dir(const char *dir, char *out, size_t n) {
     return BG_OK;
 }
 
-// trainer.json's model config and (if recorded) the model file's checksum.
-static int read_trainer_json(const char *dir, model_config *cfg, int *has_sum, uint64_t *sum) {
+// trainer.json's model config (the tensors are read, checksums verified, by
+// ckpt_read_model, which checks trainer.json itself).
+static int read_config(const char *dir, model_config *cfg) {
     char path[EXPORT_FILE_MAX];
     snprintf(path, sizeof path, "%s/trainer.json", dir);
     char *text = bg_read_text_file(path, 16u << 20, NULL);
@@ -104,51 +106,17 @@ static int read_trainer_json(const char *dir, model_config *cfg, int *has_sum, u
     cJSON *root = cJSON_Parse(text);
     free(text);
     int rc = BG_ERR;
+    const cJSON *mc = cJSON_GetObjectItemCaseSensitive(root, "model_config");
     if (!cJSON_IsObject(root)) {
         bg_error("%s: not valid JSON", path);
-        goto done;
-    }
-    const cJSON *mc = cJSON_GetObjectItemCaseSensitive(root, "model_config");
-    if (!cJSON_IsObject(mc)) {
+    } else if (!cJSON_IsObject(mc)) {
         bg_error("%s: missing model_config", path);
-        goto done;
+    } else {
+        char *cfg_text = cJSON_PrintUnformatted(mc);
+        rc = model_config_parse(cfg, cfg_text, path);
+        free(cfg_text);
     }
-    char *cfg_text = cJSON_PrintUnformatted(mc);
-    rc = model_config_parse(cfg, cfg_text, path);
-    free(cfg_text);
-    if (rc != BG_OK) goto done;
-    *has_sum = 0;
-    const cJSON *sums = cJSON_GetObjectItemCaseSensitive(root, "checksums_xxh64");
-    const cJSON *s = sums ? cJSON_GetObjectItemCaseSensitive(sums, "model.safetensors") : NULL;
-    if (s) {
-        char *end = NULL;
-        if (cJSON_IsString(s) && strlen(s->valuestring) == 16) *sum = strtoull(s->valuestring, &end, 16);
-        if (!end || *end) {
-            rc = bg_error("%s: bad checksum for model.safetensors", path);
-            goto done;
-        }
-        *has_sum = 1;
-    }
-    rc = BG_OK;
-done:
     cJSON_Delete(root);
-    return rc;
-}
-
-// Every parameter of the table, checked by name, shape and count, into block.
-static int read_params(const char *dir, const param_table *t, float *block, int has_sum, uint64_t sum) {
-    char path[EXPORT_FILE_MAX];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    st_file f;
-    int rc = st_open(&f, path);
-    if (rc == BG_OK && has_sum) rc = st_verify_checksum(&f, sum);
-    if (rc == BG_OK && f.count != t->count)
-        rc = bg_error("%s: holds %d tensors, the model has %d", path, f.count, t->count);
-    for (int i = 0; i < t->count && rc == BG_OK; i++) {
-        const param_tensor *p = &t->tensors[i];
-        rc = st_read_f32(&f, p->name, block + p->offset, p->ndim, p->shape);
-    }
-    st_close(&f);
     return rc;
 }
 
@@ -349,11 +317,8 @@ int export_hf(const char *ckpt_dir, const char *out_dir, bg_dtype dtype, export_
     }
     char dir[EXPORT_PATH_MAX];
     model_config cfg;
-    int has_sum = 0;
-    uint64_t sum = 0;
     hf_layout layout;
-    if (resolve_dir(ckpt_dir, dir, sizeof dir) != BG_OK ||
-        read_trainer_json(dir, &cfg, &has_sum, &sum) != BG_OK)
+    if (resolve_dir(ckpt_dir, dir, sizeof dir) != BG_OK || read_config(dir, &cfg) != BG_OK)
         return EXPORT_BAD_INPUT;
     if (export_hf_layout(&cfg, &layout) != BG_OK) {
         char why[1024];
@@ -364,7 +329,8 @@ int export_hf(const char *ckpt_dir, const char *out_dir, bg_dtype dtype, export_
     param_table t;
     param_table_build(&t, &cfg);
     float *block = bg_malloc(sizeof(float) * (t.numel ? t.numel : 1));
-    if (read_params(dir, &t, block, has_sum, sum) != BG_OK) {
+    // The experts' tensors come from every rank's model file (a sharded checkpoint).
+    if (ckpt_read_model(dir, &cfg, &t, block, NULL, NULL) != BG_OK) {
         free(block);
         param_table_free(&t);
         return EXPORT_BAD_INPUT;

@@ -29,6 +29,7 @@ typedef struct {
     const char *save_dir;       // NULL: no checkpoints
     long save_every;            // 0: only at the end (and on SIGINT/SIGTERM)
     int keep_last;              // 0: keep every checkpoint
+    int save_async;             // 1: snapshot, then a writer thread (train/checkpoint.h)
     const char *resume;         // NULL, a checkpoint directory, or "latest" (in save_dir)
     int fallback;               // resume latest: fall back to an older checkpoint if corrupt
     // Parallel layout (ignored on one process): expert-parallel degree (0 = the

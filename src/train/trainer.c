@@ -6,12 +6,12 @@
 #include "comm/dist.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_dir.h"
+#include "train/checkpoint_shard.h"
 #include "train/grad_norm.h"
 #include "train/grad_sync.h"
 #include "train/metrics.h"
 #include "train/routing_health.h"
 #include "train/schedule.h"
-#include "train/zero_full.h"
 
 #include <errno.h>
 #include <math.h>
@@ -39,6 +39,7 @@ void train_options_defaults(train_options *o) {
     o->loss_scale_window = 1000;
     o->dead_window = 100;
     o->zero = -1;
+    o->save_async = 1;
 }
 
 static int validate(const train_options *o) {
@@ -61,6 +62,7 @@ static int validate(const train_options *o) {
     if (o->zero < -1 || o->zero > 1) return bg_error("--zero must be 0 or 1, got %d", o->zero);
     if (o->save_every < 0) return bg_error("--save-every must be >= 0");
     if (o->keep_last < 0) return bg_error("--keep-last must be >= 0");
+    if (o->save_async != 0 && o->save_async != 1) return bg_error("--save-async must be 0 or 1, got %d", o->save_async);
     if ((o->save_every || o->keep_last) && !o->save_dir)
         return bg_error("--save-every and --keep-last need --save-dir");
     if (o->resume && !strcmp(o->resume, "latest") && !o->save_dir)
@@ -219,13 +221,7 @@ int trainer_init(trainer *tr, const train_options *o) {
     kernel_ctx_set_precision(tr->m.kernels, o->dtype);
     tr->inputs = bg_malloc(sizeof(int) * B * T);
     tr->targets = bg_malloc(sizeof(int) * B * T);
-    rc = BG_OK;
-    if (o->resume) {
-        zero_full_keep keep;  // the checkpoint holds whole blocks (interim)
-        zero_full_expand(tr, &keep);
-        rc = trainer_resume(tr);
-        zero_full_shrink(tr, &keep);
-    }
+    rc = o->resume ? trainer_resume(tr) : BG_OK;
     if (agree(tr, rc) != BG_OK) {
         int report = tr->report_error;
         trainer_free(tr);
@@ -364,9 +360,22 @@ void trainer_free(trainer *tr) {
     memset(tr, 0, sizeof *tr);
 }
 
-// Rank 0 owns the save directory; ckpt_save itself is collective (the experts are
-// gathered to rank 0) and every rank learns the outcome.
-static int save_checkpoint(trainer *tr, metrics_sink *sink) {
+// At a step boundary: commits a pending asynchronous save once every writer finished
+// (wait: now, as at the final step and on a signal).
+static int poll_checkpoint(trainer *tr, ckpt_saver *saver, metrics_sink *sink, int wait) {
+    if (!saver || !ckpt_saver_pending(saver)) return BG_OK;
+    long step = ckpt_saver_step(saver);
+    if (ckpt_saver_poll(saver, wait) != BG_OK) {
+        tr->report_error = tr->rank == 0;
+        return BG_ERR;
+    }
+    if (!ckpt_saver_pending(saver)) metrics_note(sink, "saved checkpoint %s/step_%08ld", tr->opt.save_dir, step);
+    return BG_OK;
+}
+
+// Starts a checkpoint of this step (ckpt_saver: every rank writes its part; async
+// saves commit at a later step boundary). A save still pending commits first.
+static int save_checkpoint(trainer *tr, ckpt_saver *saver, metrics_sink *sink) {
     const train_options *o = &tr->opt;
     // trainer_run created the save directory. If it is gone now (deleted, or a file
     // system unmounted under it), recreating it would silently start a new series of
@@ -380,17 +389,12 @@ static int save_checkpoint(trainer *tr, metrics_sink *sink) {
                           o->save_dir, tr->step, strerror(err));
     }
     if (agree(tr, rc) != BG_OK) return BG_ERR;
-    zero_full_keep keep;  // the checkpoint holds whole blocks (interim)
-    zero_full_expand(tr, &keep);
-    rc = ckpt_save(tr, o->save_dir);
-    zero_full_shrink(tr, &keep);
-    if (rc != BG_OK) {
+    if (poll_checkpoint(tr, saver, sink, 1) != BG_OK) return BG_ERR;  // the previous one first
+    if (ckpt_saver_begin(saver) != BG_OK) {
         tr->report_error = tr->rank == 0;
         return BG_ERR;
     }
-    rc = tr->rank == 0 ? ckpt_prune(o->save_dir, o->keep_last) : BG_OK;
-    if (agree(tr, rc) != BG_OK) return BG_ERR;
-    metrics_note(sink, "saved checkpoint %s/step_%08ld", o->save_dir, tr->step);
+    if (!ckpt_saver_pending(saver)) metrics_note(sink, "saved checkpoint %s/step_%08ld", o->save_dir, tr->step);
     return BG_OK;
 }
 
@@ -422,7 +426,8 @@ void trainer_memory_report(const trainer *tr, memory_report *r) {
         .B = o->batch_size, .T = o->seq_len, .opt = tr->m.opt, .dtype = o->dtype,
         .world_size = tr->world, .world_rank = tr->rank, .ep = tr->world > 1 ? tr->layout.ep : 1,
         .a2a_chunks = tr->par.a2a_chunks, .max_expert_rows = o->max_expert_rows,
-        .zero = tr->zero.on, .snapshot_bytes = 0,  // no asynchronous saves yet
+        .zero = tr->zero.on,
+        .snapshot_bytes = o->save_dir && o->save_async ? ckpt_snapshot_bytes(tr) : 0,
     };
     memory_plan(r, &tr->cfg, &in);
 }
@@ -554,12 +559,17 @@ int trainer_run(const train_options *o, int *report) {
         return TRAIN_FAILED;
     }
 
+    // The saver's snapshot (async) is allocated here, once, before the first step.
+    ckpt_saver *saver = o->save_dir ? ckpt_saver_new(&tr, o->save_dir, o->keep_last, o->save_async) : NULL;
     double t_start = bg_now(), train_seconds = 0;
     long first_step = tr.step;
     rc = TRAIN_OK;
     while (tr.step < o->steps) {
         double t0 = bg_now(), loss;
-        if (trainer_step(&tr, &loss) != BG_OK) return run_stopped_health(&tr, &sink, &health, report);
+        if (trainer_step(&tr, &loss) != BG_OK) {
+            ckpt_saver_free(saver);
+            return run_stopped_health(&tr, &sink, &health, report);
+        }
         double dt = bg_now() - t0;
         train_seconds += dt;
         step_metrics sm = {
@@ -590,18 +600,23 @@ int trainer_run(const train_options *o, int *report) {
             break;
         }
         if (tr.has_val && o->eval_every > 0 && tr.step % o->eval_every == 0 && tr.step < o->steps) {
-            if (trainer_evaluate(&tr, &v) != BG_OK) return run_stopped_health(&tr, &sink, &health, report);
+            if (trainer_evaluate(&tr, &v) != BG_OK) {
+            ckpt_saver_free(saver);
+            return run_stopped_health(&tr, &sink, &health, report);
+        }
             metrics_note(&sink, "step %ld: val loss %.4f", tr.step, v);
         }
         // A signal may reach the ranks at different steps: stop where any rank saw it.
         double stop = o->stop_requested && *o->stop_requested;
         if (P > 1) dist_allreduce_max_f64(tr.layout.world, &stop, 1);
-        if (o->save_dir && (stop || tr.step == o->steps || (o->save_every && tr.step % o->save_every == 0))) {
-            if (save_checkpoint(&tr, &sink) != BG_OK) {
-                rc = TRAIN_FAILED;
-                *report = tr.report_error;
-                break;
-            }
+        int last = stop || tr.step == o->steps;
+        int save = o->save_dir && (last || (o->save_every && tr.step % o->save_every == 0));
+        if (poll_checkpoint(&tr, saver, &sink, 0) != BG_OK ||
+            (save && save_checkpoint(&tr, saver, &sink) != BG_OK) ||
+            (last && poll_checkpoint(&tr, saver, &sink, 1) != BG_OK)) {
+            rc = TRAIN_FAILED;
+            *report = tr.report_error;
+            break;
         }
         if (stop) {
             metrics_note(&sink, "stopped by signal at step %ld", tr.step);
@@ -610,7 +625,10 @@ int trainer_run(const train_options *o, int *report) {
     }
     if (rc == TRAIN_OK && tr.step == o->steps) {
         if (tr.has_val) {
-            if (trainer_evaluate(&tr, &v) != BG_OK) return run_stopped_health(&tr, &sink, &health, report);
+            if (trainer_evaluate(&tr, &v) != BG_OK) {
+            ckpt_saver_free(saver);
+            return run_stopped_health(&tr, &sink, &health, report);
+        }
             metrics_note(&sink, "val loss after training: %.4f", v);
         }
         long done = tr.step - first_step;
@@ -618,6 +636,9 @@ int trainer_run(const train_options *o, int *report) {
                      bg_now() - t_start, (double)done * B * T * P / train_seconds,
                      flops_per_step * done / train_seconds / 1e9);
     }
+    // A divergence leaves a save pending: commit it (it holds good state), then stop.
+    if (rc != TRAIN_OK && saver && ckpt_saver_pending(saver)) poll_checkpoint(&tr, saver, &sink, 1);
+    ckpt_saver_free(saver);
     report_expert_rows(&tr, "high-water mark");
     metrics_close(&sink);
     routing_health_free(&health);

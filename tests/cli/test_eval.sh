@@ -54,7 +54,7 @@ expect plot-empty "missing or empty" -- "$ROOT/scripts/plot_loss.sh" "$D/nope.js
 # Bad inputs.
 mkdir -p "$D/empty"
 cp -r "$D/ckpt" "$D/corrupt"
-printf '\x55' | dd of="$D/corrupt/step_00000012/model.safetensors" bs=1 seek=3000 conv=notrunc status=none
+printf '\x55' | dd of="$D/corrupt/step_00000012/model-00001-of-00001.safetensors" bs=1 seek=3000 conv=notrunc status=none
 "$BIN" synth --vocab 64 --tokens 2000 --out "$D/big_ids.bin" >/dev/null
 "$BIN" synth --vocab 32 --tokens 10 --out "$D/short.bin" >/dev/null
 "$BIN" synth --vocab 32 --tokens 40 --out "$D/few.bin" >/dev/null

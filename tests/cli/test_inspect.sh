@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `bagualu inspect DIR`: config, step, tensor count, parameter counts (total, embeddings,
-# active per token) and the checksum status of both safetensors files; exit 0 when
+# `bagualu inspect DIR`: config, step, format, tensor count, parameter counts (total, embeddings,
+# active per token) and the checksum status of every safetensors file (format 2, and a
+# committed format-1 checkpoint); exit 0 when
 # intact, 2 (and one stderr line per bad file, naming it) when not.
 # Counts are checked against `bagualu info` on the same config (an independent path
 # through the parameter table) and against hand-computed embedding sizes.
@@ -32,6 +33,7 @@ for cfg in moe dense; do
 done
 [ -d "$D/moe" ] || { echo "inspect: $pass passed, $fail failed"; exit 1; }
 
+M=model-00001-of-00001.safetensors; O=optimizer-00001-of-00001.safetensors
 field() { sed -n "s/^$1 *//p" "$D/out"; }
 for cfg in "${CFGS[@]}"; do
   "$BIN" inspect "$D/$cfg/step_00000003" >"$D/out" 2>"$D/err"
@@ -44,12 +46,13 @@ for cfg in "${CFGS[@]}"; do
   check "$cfg: step line: $(field step:)" [ "$(field step:)" = "3 of 3 (6 samples consumed)" ]
   check "$cfg: config line" grep -q '^config: .*"hidden_size": 16, "num_hidden_layers": 2' "$D/out"
   check "$cfg: tensors $(field tensors:) vs info $want_tensors" \
-    grep -q "^tensors: *$want_tensors (model.safetensors; .*: $((2 * want_tensors + 1)))" "$D/out"
+    grep -q "^tensors: *$want_tensors (model files; the optimizer holds m and v of each in $want_tensors pieces)" "$D/out"
+  check "$cfg: format line" grep -q "^format: *2 (1 model file, 1 optimizer file)" "$D/out"
   check "$cfg: parameters $(field parameters:) vs info $want_params" grep -q "^parameters: *$want_params total" "$D/out"
   check "$cfg: active $(field 'active per token:') vs info $want_active" \
     grep -q "^active per token: *$want_active matmul parameters" "$D/out"
-  check "$cfg: model status" grep -q "^model.safetensors: *OK (xxh64 [0-9a-f]\{16\}, $want_tensors tensors)" "$D/out"
-  check "$cfg: optimizer status" grep -q "^optimizer.safetensors: *OK (xxh64 [0-9a-f]\{16\}, $((2 * want_tensors + 1)) tensors)" "$D/out"
+  check "$cfg: model status" grep -q "^$M: *OK (xxh64 [0-9a-f]\{16\}, $want_tensors tensors)" "$D/out"
+  check "$cfg: optimizer status" grep -q "^$O: *OK (xxh64 [0-9a-f]\{16\}, $((2 * want_tensors)) tensors)" "$D/out"
 done
 # embeddings: token V*C = 32*16 = 512; position (learned) 16*16 = 256; RoPE has none
 "$BIN" inspect "$D/moe" >"$D/out" 2>&1
@@ -70,19 +73,37 @@ expect_bad() {
   else bad "$1: exit $rc, stdout:"; cat "$D/out"; echo "stderr:"; cat "$D/err"; fi
 }
 variant() { rm -rf "$D/v_$1"; cp -r "$D/moe/step_00000003" "$D/v_$1"; echo "$D/v_$1"; }
-v=$(variant flip); $TOOL flip "$v/model.safetensors" -3
-expect_bad model-bitflip "$v" "^model.safetensors: *MISMATCH (file xxh64 [0-9a-f]*, trainer.json records" \
-  "v_flip/model.safetensors: checksum mismatch"
-check "model-bitflip: optimizer still OK" grep -q "^optimizer.safetensors: *OK" "$D/out"
-v=$(variant flip_opt); $TOOL flip-header "$v/optimizer.safetensors"
-expect_bad optimizer-header-bitflip "$v" "^optimizer.safetensors: *MISMATCH" "v_flip_opt/optimizer.safetensors: checksum mismatch"
-check "optimizer-bitflip: model still OK" grep -q "^model.safetensors: *OK" "$D/out"
-v=$(variant trunc); $TOOL truncate "$v/model.safetensors" 64
-expect_bad truncated "$v" "^model.safetensors: *MISMATCH" "v_trunc/model.safetensors: checksum mismatch"
-v=$(variant drop); $TOOL drop "$v" model.safetensors model.norm.weight
-expect_bad missing-tensor "$v" "^model.safetensors: *INVALID" "v_drop/model.safetensors: tensor 'model.norm.weight' is missing"
-v=$(variant nofile); rm "$v/optimizer.safetensors"
-expect_bad missing-file "$v" "^optimizer.safetensors: *MISSING" "v_nofile/optimizer.safetensors: missing"
+v=$(variant flip); $TOOL flip "$v/$M" -3
+expect_bad model-bitflip "$v" "^$M: *MISMATCH (file xxh64 [0-9a-f]*, trainer.json records" \
+  "v_flip/$M: checksum mismatch"
+check "model-bitflip: optimizer still OK" grep -q "^$O: *OK" "$D/out"
+v=$(variant flip_opt); $TOOL flip-header "$v/$O"
+expect_bad optimizer-header-bitflip "$v" "^$O: *MISMATCH" "v_flip_opt/$O: checksum mismatch"
+check "optimizer-bitflip: model still OK" grep -q "^$M: *OK" "$D/out"
+v=$(variant trunc); $TOOL truncate "$v/$M" 64
+expect_bad truncated "$v" "^$M: *MISMATCH" "v_trunc/$M: checksum mismatch"
+v=$(variant drop); $TOOL drop "$v" $M model.norm.weight
+expect_bad missing-tensor "$v" "^$M: *INVALID" "v_drop/$M: tensor 'model.norm.weight' is missing"
+v=$(variant nofile); rm "$v/$O"
+expect_bad missing-file "$v" "^$O: *MISSING" "v_nofile/$O: missing"
+# A sharded checkpoint's indexes: a tensor missing from the Hugging Face index.
+v=$(variant noidx)
+python3 - "$v" "$(dirname "${TOOL#python3 }")" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[2])
+import ckpt_tool as t
+p = sys.argv[1] + "/model.safetensors.index.json"
+j = json.load(open(p)); del j["weight_map"]["model.norm.weight"]; json.dump(j, open(p, "w"))
+t.fix_sums(sys.argv[1])
+PY
+"$BIN" inspect "$v" >"$D/out" 2>"$D/err"; rc=$?
+checks "index without a tensor: exit $rc, $(cat "$D/err")" \
+  '[ $rc -eq 2 ] && [ "$(wc -l <"$D/err")" -eq 1 ] && grep -q "v_noidx/model.safetensors.index.json: tensor .model.norm.weight. is missing" "$D/err"'
+# A checkpoint of format 1 (made by the build before format 2) still reads.
+"$BIN" inspect "$(dirname "$0")/../train/fixtures/ckpt_v1/step_00000002" >"$D/out" 2>"$D/err"; rc=$?
+checks "format 1: exit $rc, $(cat "$D/err")" '[ $rc -eq 0 ] && grep -q "^format: *1 (1 model file, 1 optimizer file)" "$D/out" &&
+  grep -q "^model.safetensors: *OK (xxh64 [0-9a-f]\{16\}, 17 tensors)" "$D/out" &&
+  grep -q "^optimizer.safetensors: *OK (xxh64 [0-9a-f]\{16\}, 35 tensors)" "$D/out"'
 v=$(variant json); $TOOL flip "$v/trainer.json" 30
 "$BIN" inspect "$v" >"$D/out" 2>"$D/err"; rc=$?
 checks "corrupt trainer.json: exit $rc, $(cat "$D/err")" \

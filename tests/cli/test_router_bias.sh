@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The bias gate end to end: a run saves its biases as
-# model.layers.{l}.block_sparse_moe.gate.e_score_correction_bias (F32, model.safetensors
+# model.layers.{l}.block_sparse_moe.gate.e_score_correction_bias (F32, model-00001-of-00001.safetensors
 # only, none for topk); `bagualu inspect` accepts the checkpoint; eval reads the biases
 # (its validation loss equals the one training reported, which routes with them); HF
 # export refuses the gate (Mixtral has no bias) with one line, exit 2; sigmoid scores
@@ -31,8 +31,8 @@ train --config "$D/bias.json" --save-dir "$D/bias" --log "$D/bias.jsonl" >"$D/tr
 train --config "$D/topk.json" --save-dir "$D/topk" >/dev/null 2>"$D/err" || bad "topk run: $(cat "$D/err")"
 S=$D/bias/step_00000006
 
-# The tensors: present in model.safetensors, not in the optimizer's; values moved.
-python3 - "$S/model.safetensors" "$S/optimizer.safetensors" "$D/topk/step_00000006/model.safetensors" \
+# The tensors: present in model-00001-of-00001.safetensors, not in the optimizer's; values moved.
+python3 - "$S/model-00001-of-00001.safetensors" "$S/optimizer-00001-of-00001.safetensors" "$D/topk/step_00000006/model-00001-of-00001.safetensors" \
   "$D/bias.jsonl" >"$D/py" 2>&1 <<'PY'
 import json, struct, sys
 def tensors(path):
@@ -74,7 +74,7 @@ python3 - "$D/zeroed" "$TOOLS" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[2])
 import ckpt_tool as t
-path = sys.argv[1] + "/model.safetensors"
+path = sys.argv[1] + "/model-00001-of-00001.safetensors"
 meta, ts = t.read_st(path)
 ts = [(n, d, s, bytes(len(b)) if n.endswith("e_score_correction_bias") else b) for n, d, s, b in ts]
 t.write_st(path, meta, ts)

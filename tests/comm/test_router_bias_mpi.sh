@@ -61,7 +61,7 @@ if "$BIN" train $(common) --steps 8 --batch-size 4 --save-dir "$D/p1" --log "$D/
 import sys
 sys.path.insert(0, sys.argv[3])
 import ckpt_tool as t
-a, b = ({n: x for n, _, _, x in t.read_st(d + "/model.safetensors")[1] if n.endswith("correction_bias")}
+a, b = ({n: x for n, _, _, x in t.read_st(d + "/model-00001-of-00001.safetensors")[1] if n.endswith("correction_bias")}
         for d in sys.argv[1:3])
 sys.exit(0 if len(a) == 2 and a == b and any(any(v) for v in a.values()) else 1)
 PY

@@ -6,8 +6,8 @@
 // must hold the same parameters bit for bit and give that same loss on that batch:
 // the same kernels on the same values with the same thread count, so the tolerance is
 // none. Then the errors: a missing path, a directory that is not a checkpoint, a flipped
-// byte in model.safetensors (checksum), a missing model.safetensors, each BG_ERR with one
-// line naming the problem; and a missing optimizer.safetensors is fine (inference needs
+// byte in the model file (checksum), a missing model file, each BG_ERR with one
+// line naming the problem; and a missing optimizer file is fine (inference needs
 // only the model).
 #include <stdio.h>
 #include <string.h>
@@ -90,14 +90,14 @@ int main(void) {
     expect_error("/nonexistent/bagualu_ckpt", "cannot open checkpoint");
     expect_error(f.dir, "not a checkpoint");
     // Without the optimizer state: still loads.
-    snprintf(path, sizeof path, "%s/optimizer.safetensors", step_dir);
+    snprintf(path, sizeof path, "%s/optimizer-00001-of-00001.safetensors", step_dir);
     snprintf(bad, sizeof bad, "%s/optimizer.moved", step_dir);
     BG_ASSERT(rename(path, bad) == 0);
     model m;
     TU_CHECK(ckpt_load_weights(&m, step_dir, NULL) == BG_OK, "without optimizer state: %s", bg_last_error());
     model_free(&m);
     // A flipped byte in the middle of the tensor data.
-    snprintf(path, sizeof path, "%s/model.safetensors", step_dir);
+    snprintf(path, sizeof path, "%s/model-00001-of-00001.safetensors", step_dir);
     snprintf(bad, sizeof bad, "%s/model.orig", step_dir);
     copy_file(path, bad);
     FILE *fp = fopen(path, "r+b");

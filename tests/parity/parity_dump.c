@@ -117,6 +117,8 @@ int main(int argc, char **argv) {
     tr.opt.lr = lr1;
     tr.min_lr = lr2;
     model_init(&tr.m, &cfg, seed);
+    tr.loss_scale = 1.0f;  // what trainer_init sets outside fp16 (trainer.json checks it)
+    tr.zero = zero_shard_make(0, tr.m.table.dense_numel, tr.m.table.numel, 0, 1, 0, 1);
     adamw_init(&tr.adam, tr.m.table.numel);
     model *m = &tr.m;
     const param_table *table = &m->table;

@@ -85,8 +85,24 @@ def read_safetensors(path):
 def load_checkpoint(ckpt_dir):
     with open(os.path.join(ckpt_dir, "trainer.json")) as f:
         trainer = json.load(f)
-    tensors, _, _ = read_safetensors(os.path.join(ckpt_dir, "model.safetensors"))
-    return trainer["model_config"], tensors
+    return trainer["model_config"], read_sharded(ckpt_dir, "model")
+
+
+def read_sharded(ckpt_dir, kind):
+    """Every tensor of a checkpoint's model or optimizer files (format 2: one file per
+    rank, named by its index; format 1: one file). The optimizer's step as "step"."""
+    index = os.path.join(ckpt_dir, "model.safetensors.index.json" if kind == "model" else "optimizer.index.json")
+    if not os.path.exists(index):
+        return read_safetensors(os.path.join(ckpt_dir, kind + ".safetensors"))[0]
+    with open(index) as f:
+        idx = json.load(f)
+    files = sorted(set(idx["weight_map"].values())) if kind == "model" else sorted({p["file"] for p in idx["pieces"]})
+    tensors = {}
+    for name in files:
+        tensors.update(read_safetensors(os.path.join(ckpt_dir, name))[0])
+    if kind == "optimizer":
+        tensors["step"] = torch.tensor(idx["step"])
+    return tensors
 
 
 # ---- building blocks ----------------------------------------------------------------
@@ -391,7 +407,7 @@ def check_case(case_dir, mutant=None, verbose=True):
     after, state = adamw_reference(params0, [g1, g2], [lr1, lr2], [1.0, float(meta["grad_scale2"])], meta)
     ck2_dir = os.path.join(case_dir, "ckpt", "step_00000002")
     _, params2 = load_checkpoint(ck2_dir)
-    opt2, _, _ = read_safetensors(os.path.join(ck2_dir, "optimizer.safetensors"))
+    opt2 = read_sharded(ck2_dir, "optimizer")
     ck.true("optimizer step", int(opt2["step"].item()) == 2)
     for n in params0:
         p0 = params0[n].to(DT)

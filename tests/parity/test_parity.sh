@@ -122,8 +122,8 @@ expect_export "bad format" 2 'unknown --format "onnx"' -- --checkpoint "$(ck moe
 expect_export "missing checkpoint" 2 "not a checkpoint directory" -- --checkpoint "$D/nope" --out "$D/x"
 expect_export "missing --out" 2 "missing required flag --out" -- --checkpoint "$(ck moe_top2)"
 cp -r "$(ck moe_top2)" "$D/corrupt"
-size=$(stat -c %s "$D/corrupt/model.safetensors")  # flip a byte of the last tensor's data
-printf '\x01' | dd of="$D/corrupt/model.safetensors" bs=1 seek=$((size - 10)) conv=notrunc 2>/dev/null
+size=$(stat -c %s "$D/corrupt/model-00001-of-00001.safetensors")  # flip a byte of the last tensor's data
+printf '\x01' | dd of="$D/corrupt/model-00001-of-00001.safetensors" bs=1 seek=$((size - 10)) conv=notrunc 2>/dev/null
 expect_export "corrupt checkpoint" 2 "checksum mismatch" -- --checkpoint "$D/corrupt" --out "$D/x"
 if [ -e "$D/x" ]; then
   fail=$((fail + 1))

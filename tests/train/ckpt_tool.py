@@ -7,7 +7,7 @@ the check it is meant to exercise; so this tool rewrites the safetensors file an
 recomputes the XXH64 sums in trainer.json, and trainer.json's own sum (the last key,
 "trainer_json_xxh64", computed with its 16 hex digits written as '0').
 
-  ckpt_tool.py selftest DIR                  recomputes both files' XXH64 and compares them
+  ckpt_tool.py selftest DIR                  recomputes every file's XXH64 and compares them
                                              with trainer.json (proves this XXH64 is right)
   ckpt_tool.py drop DIR FILE TENSOR          remove a tensor
   ckpt_tool.py reshape DIR FILE TENSOR A,B   give a tensor another shape (same element count)
@@ -16,9 +16,14 @@ recomputes the XXH64 sums in trainer.json, and trainer.json's own sum (the last 
   ckpt_tool.py flip PATH OFFSET              flip the lowest bit of one byte (OFFSET < 0: from the end)
   ckpt_tool.py flip-header PATH              flip a bit in the first tensor name of the JSON header
   ckpt_tool.py truncate PATH BYTES           drop the last BYTES bytes
+  ckpt_tool.py unindex DIR model|optimizer NAME
+                                             remove a tensor from model.safetensors.index.json,
+                                             or its pieces (NAME "step": the AdamW step) from
+                                             optimizer.index.json, and reseal the checksums
   ckpt_tool.py setjson DIR KEY VALUE         set a top-level number of trainer.json (VALUE as
                                              JSON text) and reseal its checksum
-FILE is model.safetensors or optimizer.safetensors.
+FILE is a safetensors file of the step directory: model-00001-of-00001.safetensors (format 2,
+one file per rank) or model.safetensors (format 1).
 """
 import json
 import re
@@ -106,10 +111,10 @@ def write_st(path, meta, tensors):
 
 
 def fix_sums(ckpt):
-    """Records both files' XXH64 in trainer.json, then trainer.json's own."""
+    """Records every file's XXH64 in trainer.json, then trainer.json's own."""
     path = ckpt + "/trainer.json"
     text = open(path, "rb").read().decode()
-    for name in ("model.safetensors", "optimizer.safetensors"):
+    for name in json.loads(text)["checksums_xxh64"]:
         key = '"%s":' % name
         at = text.index(key, text.index('"checksums_xxh64"'))
         q = text.index('"', at + len(key)) + 1
@@ -129,7 +134,7 @@ def main(argv):
     cmd = argv[1]
     if cmd == "selftest":
         ckpt = argv[2]
-        for name in ("model.safetensors", "optimizer.safetensors"):
+        for name in json.load(open(ckpt + "/trainer.json"))["checksums_xxh64"]:
             got = "%016x" % xxh64(open(ckpt + "/" + name, "rb").read())
             if got != recorded_sum(ckpt, name):
                 print("xxh64 of %s: %s, trainer.json has %s" % (name, got, recorded_sum(ckpt, name)))
@@ -160,6 +165,19 @@ def main(argv):
         else:
             tensors.append((tname, "F32", [1], struct.pack("<f", 1.0)))
         write_st(path, meta, tensors)
+        fix_sums(ckpt)
+        return 0
+    if cmd == "unindex":
+        ckpt, kind, name = argv[2], argv[3], argv[4]
+        path = ckpt + ("/model.safetensors.index.json" if kind == "model" else "/optimizer.index.json")
+        j = json.load(open(path))
+        if kind == "model":
+            del j["weight_map"][name]
+        elif name == "step":
+            del j["step"]
+        else:
+            j["pieces"] = [p for p in j["pieces"] if p["tensor"] != name]
+        open(path, "w").write(json.dumps(j, indent=1) + "\n")
         fix_sums(ckpt)
         return 0
     if cmd == "flip":

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A save that cannot be written: the disk fills up (ENOSPC, injected by enospc_shim.so at
 # many points of a save: the model file's header and payload, the optimizer file, the
-# trainer.json, the `latest` pointer), the save directory becomes read-only, or it
+# indexes, the trainer.json, the `latest` pointer; saves are asynchronous by default, so
+# most of these fail on the writer thread), the save directory becomes read-only, or it
 # vanishes (moved away) during the run. Each must give:
 #   - exit code 1 and exactly one line on stderr naming the cause;
 #   - the previous checkpoint and `latest` intact and loadable (`bagualu inspect`, and a
@@ -49,18 +50,20 @@ intact() {
 train --steps 6 --save-dir "$D/ref" >/dev/null 2>&1 || { echo "reference run failed"; exit 1; }
 FINAL=step_00000006
 
-# Bytes of one complete save (both tensor files, trainer.json, the 14-byte `latest`):
+# Bytes of one complete save (both tensor files, both indexes, trainer.json, the 14-byte
+# `latest`, written in that order):
 # budgets are placed relative to the end of the first save (step 2).
 train --steps 2 --save-dir "$D/size" >/dev/null 2>&1
 sz() { stat -c %s "$D/size/step_00000002/$1"; }
-MODEL=$(sz model.safetensors); OPT=$(sz optimizer.safetensors); JSON=$(sz trainer.json)
-ONE=$((MODEL + OPT + JSON + 14))
-echo "one checkpoint: model $MODEL + optimizer $OPT + trainer.json $JSON + latest 14 = $ONE bytes"
+MODEL=$(sz model-00001-of-00001.safetensors); OPT=$(sz optimizer-00001-of-00001.safetensors); JSON=$(sz trainer.json)
+IDX=$(($(sz model.safetensors.index.json) + $(sz optimizer.index.json)))
+ONE=$((MODEL + OPT + IDX + JSON + 14))
+echo "one checkpoint: model $MODEL + optimizer $OPT + indexes $IDX + trainer.json $JSON + latest 14 = $ONE bytes"
 
 n=0
 for where in "model header:0" "model header:100" "model payload:$((MODEL / 2))" "optimizer header:$((MODEL + 50))" \
-             "optimizer payload:$((MODEL + OPT - 7))" "trainer.json:$((MODEL + OPT + 10))" \
-             "latest pointer:$((MODEL + OPT + JSON + 5))"; do
+             "optimizer payload:$((MODEL + OPT - 7))" "indexes:$((MODEL + OPT + 10))" \
+             "trainer.json:$((MODEL + OPT + IDX + 10))" "latest pointer:$((MODEL + OPT + IDX + JSON + 5))"; do
   label=${where%%:*}; off=${where##*:}
   n=$((n+1)); S=$D/enospc_$n
   BG_ENOSPC_BUDGET=$((ONE + off)) LD_PRELOAD=$SHIM \
@@ -73,8 +76,8 @@ for where in "model header:0" "model header:100" "model payload:$((MODEL / 2))" 
   if ls -A "$S" | grep -q '^\.tmp-\|^latest\.tmp$'; then bad "ENOSPC in the $label: temporaries left: $(ls -A "$S")"; else ok; fi
   # The run can be continued once there is space again, to the uninterrupted result.
   train --steps 6 --save-dir "$S" --resume latest >/dev/null 2>"$D/err" || bad "ENOSPC in the $label: resume failed: $(cat "$D/err")"
-  if cmp -s "$D/ref/$FINAL/model.safetensors" "$S/$FINAL/model.safetensors" \
-     && cmp -s "$D/ref/$FINAL/optimizer.safetensors" "$S/$FINAL/optimizer.safetensors"; then ok
+  if cmp -s "$D/ref/$FINAL/model-00001-of-00001.safetensors" "$S/$FINAL/model-00001-of-00001.safetensors" \
+     && cmp -s "$D/ref/$FINAL/optimizer-00001-of-00001.safetensors" "$S/$FINAL/optimizer-00001-of-00001.safetensors"; then ok
   else bad "ENOSPC in the $label: resumed run differs from the uninterrupted one"; fi
 done
 # The very first save failing: nothing under a final name, no `latest`.

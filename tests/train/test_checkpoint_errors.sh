@@ -39,7 +39,7 @@ expect_code good-resume 0 "resumed from" -- train --steps 6 --resume "$GOOD"
 variant() { rm -rf "$D/v_$1"; cp -r "$GOOD" "$D/v_$1"; echo "$D/v_$1"; }
 resume() { train --steps 6 --resume "$1"; }
 
-M=model.safetensors; O=optimizer.safetensors
+M=model-00001-of-00001.safetensors; O=optimizer-00001-of-00001.safetensors
 T_O=model.layers.0.self_attn.o_proj.weight
 T_W1=model.layers.1.block_sparse_moe.experts.2.w1.weight
 
@@ -70,8 +70,16 @@ v=$(variant missing); $TOOL drop "$v" $M $T_O
 expect_code missing-tensor 2 "v_missing/$M: tensor '$T_O' is missing" -- resume "$v"
 v=$(variant missing_v); $TOOL drop "$v" $O $T_W1.exp_avg_sq
 expect_code missing-optimizer-tensor 2 "v_missing_v/$O: tensor '$T_W1.exp_avg_sq' is missing" -- resume "$v"
-v=$(variant missing_step); $TOOL drop "$v" $O step
-expect_code missing-step 2 "v_missing_step/$O: tensor 'step' is missing" -- resume "$v"
+v=$(variant missing_step); $TOOL unindex "$v" optimizer step
+expect_code missing-step 2 "v_missing_step/optimizer.index.json: missing \"pieces\" or \"step\"" -- resume "$v"
+v=$(variant missing_piece); $TOOL unindex "$v" optimizer $T_W1
+expect_code missing-optimizer-piece 2 "v_missing_piece/optimizer.index.json: the optimizer state of '$T_W1' is missing" -- resume "$v"
+v=$(variant unmapped); $TOOL unindex "$v" model $T_O
+expect_code unmapped-tensor 2 "v_unmapped/model.safetensors.index.json: tensor '$T_O' is missing" -- resume "$v"
+v=$(variant no_index); rm "$v/optimizer.index.json"
+expect_code missing-index 2 "v_no_index/optimizer.index.json: cannot open" -- resume "$v"
+v=$(variant no_opt); rm "$v/$O"
+expect_code missing-optimizer-file 2 "v_no_opt/$O: cannot open" -- resume "$v"
 v=$(variant extra); $TOOL add "$v" $M bogus.weight
 expect_code extra-tensor 2 "v_extra/$M: unexpected tensor 'bogus.weight'" -- resume "$v"
 v=$(variant shape); $TOOL reshape "$v" $M $T_W1 8,32

@@ -9,7 +9,7 @@
 #     newer step directory whose pointer update a kill cut off is complete but not yet
 #     committed), or, with no `latest`, from the newest step directory, or starts from
 #     scratch when there is none; it never reports an error (exit 0 or killed);
-#   - the final model.safetensors and optimizer.safetensors are byte-identical (cmp) to
+#   - the final model-00001-of-00001.safetensors and optimizer-00001-of-00001.safetensors are byte-identical (cmp) to
 #     those of an uninterrupted run of the same command line.
 # Why it can fail: a checkpoint renamed into place before its files are complete, a
 # `latest` written before its directory, a prune or replacement that leaves a partial
@@ -156,7 +156,7 @@ if [ $rc -eq 0 ]; then ok; else bad "the run did not finish within 400 launches 
 [ $kills -ge 8 ] && ok || bad "only $kills kills"
 [ $in_save -ge 5 ] && ok || bad "only $in_save kills left a save's temporary behind"
 final=$(printf 'step_%08d' $STEPS)
-for f in model.safetensors optimizer.safetensors; do
+for f in model-00001-of-00001.safetensors optimizer-00001-of-00001.safetensors; do
   if cmp -s "$D/ref/$final/$f" "$R/$final/$f"; then ok; else bad "$f differs from the uninterrupted run's"; fi
 done
 [ "$(cat "$R/latest" 2>/dev/null)" = "$final" ] && ok || bad "latest is $(cat "$R/latest" 2>/dev/null), expected $final"
