@@ -189,7 +189,7 @@ int ckpt_meta_read(ckpt_meta *m, const char *path) {
     if (rc == BG_OK && gs && !(cJSON_IsNumber(gs) && whole(gs->valuedouble)))
         rc = bg_error("%s: bad \"loss_scale_good_steps\"", path);
     m->loss_scale = ls ? ls->valuedouble : 0;
-    m->good_steps = gs ? (long)gs->valuedouble : 0;
+    m->good_steps = rc == BG_OK && gs ? (long)gs->valuedouble : 0;  // only once checked
     m->model_config = cJSON_GetObjectItemCaseSensitive(m->root, "model_config");
     if (rc == BG_OK && !cJSON_IsObject(m->model_config)) rc = bg_error("%s: missing model_config", path);
     if (rc != BG_OK) {
