@@ -79,7 +79,9 @@ dist_hier *dist_hier_begin(dist_a2a *h) {
     memcpy(mine, h->send_counts, sizeof(int) * n);
     memcpy(mine + n, h->recv_counts, sizeof(int) * n);
     if (s->leader) s->cnt_all = bg_malloc(sizeof(int) * 2 * n * m);
+    dist_watch_begin("the hierarchical all-to-all's counts");
     DIST_MPI(MPI_Gather(mine, 2 * n, MPI_INT, s->cnt_all, 2 * n, MPI_INT, 0, c->node_comm));
+    dist_watch_end();
     free(mine);
     if (s->leader)
         for (int q = 1; q < m; q++) dist_count_recv(c, s->mem[q], 2 * n * sizeof(int));

@@ -94,7 +94,16 @@ static dist_comm *comm_wrap(MPI_Comm comm, int my_key) {
     return c;
 }
 
+static dist_comm *comm_world(int ranks_per_node);
+
 dist_comm *dist_comm_world(int ranks_per_node) {
+    dist_watch_begin("creating a communicator");
+    dist_comm *c = comm_world(ranks_per_node);
+    dist_watch_end();
+    return c;
+}
+
+static dist_comm *comm_world(int ranks_per_node) {
     if (ranks_per_node < 0)
         return bg_error("ranks per node must be >= 0 (0: real nodes), got %d", ranks_per_node),
                NULL;
@@ -127,9 +136,12 @@ dist_comm *dist_comm_world(int ranks_per_node) {
 
 dist_comm *dist_comm_split(dist_comm *parent, int color, int key) {
     if (parent->local) return dist_local_comm();
+    dist_watch_begin("splitting a communicator");
     MPI_Comm comm;
     DIST_MPI(MPI_Comm_split(parent->comm, color, key, &comm));
-    return comm_wrap(comm, parent->node_key);
+    dist_comm *c = comm_wrap(comm, parent->node_key);
+    dist_watch_end();
+    return c;
 }
 
 void dist_comm_free(dist_comm *c) {
@@ -139,10 +151,12 @@ void dist_comm_free(dist_comm *c) {
         free(c);
         return;
     }
+    dist_watch_begin("freeing a communicator");
     if (c->leader_comm != MPI_COMM_NULL) DIST_MPI(MPI_Comm_free(&c->leader_comm));
     if (c->cross_comm != MPI_COMM_NULL) DIST_MPI(MPI_Comm_free(&c->cross_comm));
     DIST_MPI(MPI_Comm_free(&c->node_comm));
     DIST_MPI(MPI_Comm_free(&c->comm));
+    dist_watch_end();
     dist_comm_release(c);
     free(c);
 }

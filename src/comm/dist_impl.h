@@ -86,6 +86,9 @@ void dist_mpi_check(int rc, const char *call);
 void dist_wait_reqs(dist_comm *c, int n, MPI_Request *reqs, const int *peers, const char *op);
 // 1 when every request is done (advances them); never blocks.
 int dist_test_reqs(int n, MPI_Request *reqs);
+// A blocking MPI call begins / ends: the watchdog thread times it (op: what it does).
+void dist_watch_begin(const char *op);
+void dist_watch_end(void);
 double dist_timeout(void);
 // Point-to-point form of MPI_Alltoallv (pure data movement, so the same bytes): posts
 // receives and sends into reqs[0..2n) and peers[0..2n); the own block is copied.

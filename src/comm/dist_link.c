@@ -43,8 +43,10 @@ void dist_link_measure(dist_comm *c, dist_a2a_cost_in *io) {
     io->ranks_per_node = c->size / c->n_nodes;
     if (c->local) return;
     double v[4] = {io->inter_lat, io->inter_bw, io->intra_lat, io->intra_bw};
+    dist_watch_begin("measuring the links");
     if (c->n_nodes > 1) pair(c, c->members[c->node_start[1]], &v[0], &v[1]);
     if (c->node_start[1] > 1) pair(c, c->members[1], &v[2], &v[3]);
+    dist_watch_end();
     dist_bcast(c, v, sizeof v, 0);
     io->inter_lat = v[0], io->inter_bw = v[1], io->intra_lat = v[2], io->intra_bw = v[3];
 }

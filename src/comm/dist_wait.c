@@ -4,11 +4,15 @@
 // Without a timeout a wait is MPI_Waitall. With one, the wait polls (MPI_Testsome) and
 // gives up when no request has completed for `timeout` seconds: a cut link leaves TCP
 // retrying for minutes and MPI_Abort cannot reach the ranks behind it, so each rank
-// must notice on its own, say which peer it was waiting for, and leave.
+// must notice on its own, say which peer it was waiting for, and leave. The few
+// blocking MPI calls left (creating communicators) are watched by a thread instead: it
+// never calls MPI (the library runs FUNNELED), it only reads when such a call began.
 #ifdef BG_HAVE_MPI
 #include "core/timer.h"
 #include "comm/dist_impl.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,8 +21,51 @@ enum { P2P_TAG = 7302 };  // apart from the shard rounds' point-to-point traffic
 
 static double g_timeout;
 
-void dist_set_timeout(double seconds) { g_timeout = seconds > 0 ? seconds : 0; }
+static int g_rank = -1;  // for the thread's message: it may not call MPI
+static _Atomic(const char *) g_blocking_op;  // the blocking call under way, or NULL
+static _Atomic long long g_blocking_since_us;
+
+static void *watch_thread(void *arg) {
+    (void)arg;
+    for (;;) {
+        nanosleep(&(struct timespec){0, 200000000}, NULL);
+        const char *op = atomic_load(&g_blocking_op);
+        double since = atomic_load(&g_blocking_since_us) * 1e-6;
+        if (op && bg_now() - since > g_timeout) {
+            char host[64] = "?";
+            gethostname(host, sizeof host - 1);
+            fprintf(stderr, "bagualu: rank %d (%s): no progress in %s for %.0f s (a blocking MPI "
+                    "call, peer unknown); exiting (--comm-timeout)\n", g_rank, host, op, g_timeout);
+            fflush(stdout);
+            fflush(stderr);
+            _exit(5);
+        }
+    }
+    return NULL;
+}
+
+void dist_set_timeout(double seconds) {
+    static int started;
+    g_timeout = seconds > 0 ? seconds : 0;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (inited) MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    if (g_timeout > 0 && !started) {
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        started = pthread_create(&t, &a, watch_thread, NULL) == 0;
+        pthread_attr_destroy(&a);
+    }
+}
 double dist_timeout(void) { return g_timeout; }
+
+void dist_watch_begin(const char *op) {
+    atomic_store(&g_blocking_since_us, (long long)(bg_now() * 1e6));
+    atomic_store(&g_blocking_op, op);
+}
+void dist_watch_end(void) { atomic_store(&g_blocking_op, NULL); }
 
 static int world_rank_of(dist_comm *c, int r) {
     MPI_Group g, w;
