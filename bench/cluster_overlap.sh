@@ -6,6 +6,8 @@
 # a2a_exposed_s with overlap) / a2a_s without overlap.
 # Usage: bench/cluster_overlap.sh [build-dir] [steps]
 #   env: MODEL=m1 RATE=1gbit NODES=2 RPN=2 CHUNKS=4 BATCH=2 SEQ=128 REPS=3 A2A="flat 2d"
+#        VOCAB=n: MODEL's config with that vocabulary (a small one leaves the experts and
+#        the exchange to dominate the step)
 set -euo pipefail
 BUILD=${1:-build}
 STEPS=${2:-6}
@@ -22,17 +24,22 @@ trap '"$CLUSTER" down --name $NAME >/dev/null 2>&1; rm -rf "$D"' EXIT
 median() { local f=$1; shift; for l in "$@"; do grep -o "\"$f\":[0-9.e+-]*" "$l" | cut -d: -f2 | tail -n +3; done |
            sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
-vocab=$(grep -o '"vocab_size": *[0-9]*' "$ROOT/configs/$MODEL.json" | grep -o '[0-9]*$')
+CFG=$ROOT/configs/$MODEL.json
+if [ -n "${VOCAB:-}" ]; then
+  sed "s/\"vocab_size\": *[0-9]*/\"vocab_size\": $VOCAB/" "$CFG" >"$D/model.json"
+  CFG=$D/model.json
+fi
+vocab=$(grep -o '"vocab_size": *[0-9]*' "$CFG" | grep -o '[0-9]*$')
 "$BIN" synth --vocab "$vocab" --span 64 --tokens 400000 --out "$D/data.bin" >/dev/null
 "$CLUSTER" up "$NODES" --link-rate "$RATE" --name "$NAME" >/dev/null
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; commit $(git -C "$ROOT" rev-parse --short HEAD)"
-echo "$MODEL, $NODES nodes x $RPN ranks (1 thread each; $((NODES * RPN)) ranks on $(nproc) cores: oversubscribed), link $RATE (no added latency), per-rank batch $BATCH x $SEQ, $CHUNKS chunks, $REPS alternated runs x $STEPS steps"
+echo "$MODEL (vocab $vocab), $NODES nodes x $RPN ranks (1 thread each; $((NODES * RPN)) ranks on $(nproc) cores: oversubscribed), link $RATE (no added latency), per-rank batch $BATCH x $SEQ, $CHUNKS chunks, $REPS alternated runs x $STEPS steps"
 printf "%-6s %-8s %10s %14s %10s %12s\n" a2a overlap a2a_s a2a_exposed_s step_s tokens/s
 for a2a in $A2A; do
   for r in $(seq "$REPS"); do
     for ov in 0 1; do
       OMP_NUM_THREADS=1 "$CLUSTER" run --name "$NAME" "$RPN" -- "$BIN" train \
-        --config "$ROOT/configs/$MODEL.json" --data "$D/data.bin" --batch-size "$BATCH" \
+        --config "$CFG" --data "$D/data.bin" --batch-size "$BATCH" \
         --seq-len "$SEQ" --steps "$STEPS" --threads 1 --a2a "$a2a" --a2a-chunks "$CHUNKS" \
         --a2a-overlap "$ov" ${EXTRA:-} --log "$D/$a2a-$ov-$r.jsonl" >"$D/out" 2>&1 ||
         { echo "$a2a overlap $ov: failed"; tail -3 "$D/out"; exit 1; }
