@@ -1,7 +1,10 @@
-// Token exchange benchmark: flat vs hierarchical all-to-all-v (and chunked), on the
-// expert-parallel communicator of the BaGuaLu layout. Prints, summed over all ranks,
-// the messages and bytes that cross (emulated) node boundaries and those that stay
-// inside a node, and the exchange time (median over iterations of the slowest rank).
+// Token exchange benchmark: flat vs hierarchical vs 2d all-to-all-v (and chunked), on
+// the expert-parallel communicator of the BaGuaLu layout. Prints, summed over all
+// ranks, the messages and bytes that cross (emulated) node boundaries and those that
+// stay inside a node, and the exchange time (median over iterations of the slowest
+// rank). Then whether the exchange progresses while the caller computes: 4 chunks
+// against a stand-in computation as long as the exchange, once testing the chunks
+// between slices of computation (what the dispatcher does) and once not.
 //   mpirun -np 4 bench_a2a [--ranks-per-node 2] [--rows 2048] [--width 1024] [--iters 20]
 // --rows: token rows each rank sends, spread evenly over the EP ranks (a balanced
 // router); --width: floats per row (the hidden size).
@@ -22,8 +25,9 @@ typedef struct {
     double ms;
 } result;
 
+// Counters of one exchange, and `iters` timings appended at ms (slowest rank each).
 static result measure(dist_comm *c, enum dist_a2a_algo algo, int chunks, const float *send,
-                      const int *counts, float *recv, size_t width, int iters) {
+                      const int *counts, float *recv, size_t width, int iters, double *ms) {
     result r;
     // One exchange for the counters (they do not depend on the iteration).
     dist_traffic_reset(c);
@@ -36,7 +40,6 @@ static result measure(dist_comm *c, enum dist_a2a_algo algo, int chunks, const f
                     (int64_t)t.bytes_recv_inter, (int64_t)t.bytes_recv_intra};
     dist_allreduce_sum_i64(c, v, 8);
     memcpy(r.v, v, sizeof v);
-    double *ms = malloc(sizeof(double) * iters);
     for (int i = 0; i < iters; i++) {
         dist_barrier(c);
         double t0 = bg_now();
@@ -46,9 +49,43 @@ static result measure(dist_comm *c, enum dist_a2a_algo algo, int chunks, const f
         ms[i] = (bg_now() - t0) * 1e3;
         dist_allreduce_max_f64(c, &ms[i], 1);  // the exchange lasts as long as its slowest rank
     }
-    qsort(ms, iters, sizeof(double), cmp_double);
-    r.ms = ms[iters / 2];
-    free(ms);
+    r.ms = 0;
+    return r;
+}
+
+// Busy for `ms` (a stand-in for expert GEMMs), testing the exchange every 50 us when
+// h is given, as the dispatcher does between GEMMs.
+static void compute(double ms, dist_a2a *h) {
+    double t0 = bg_now(), next = t0;
+    volatile float x = 1.0f;
+    while ((bg_now() - t0) * 1e3 < ms) {
+        for (int i = 0; i < 1000; i++) x = x * 0.999f + 1e-3f;
+        if (h && bg_now() >= next) {
+            dist_a2a_progress(h);
+            next = bg_now() + 50e-6;
+        }
+    }
+}
+
+// Median (slowest rank) of: 4-chunk exchange with `ms` of compute after each chunk.
+static double overlapped(dist_comm *c, const float *send, const int *counts, float *recv,
+                         size_t width, int iters, double ms, int test) {
+    double *t = malloc(sizeof(double) * iters);
+    for (int i = 0; i < iters; i++) {
+        dist_barrier(c);
+        double t0 = bg_now();
+        dist_a2a *h = dist_a2a_begin(c, DIST_A2A_FLAT, send, counts, recv, counts, width, 4);
+        for (int k = 0; k < 4; k++) {
+            dist_a2a_wait_chunk(h, k);
+            compute(ms, test ? h : NULL);
+        }
+        dist_a2a_end(h);
+        t[i] = (bg_now() - t0) * 1e3;
+        dist_allreduce_max_f64(c, &t[i], 1);
+    }
+    qsort(t, iters, sizeof(double), cmp_double);
+    double r = t[iters / 2];
+    free(t);
     return r;
 }
 
@@ -105,15 +142,29 @@ int main(int argc, char **argv) {
         const char *name;
     } cases[] = {{DIST_A2A_FLAT, 1, "flat"},
                  {DIST_A2A_HIER, 1, "hierarchical"},
+                 {DIST_A2A_2D, 1, "2d"},
                  {DIST_A2A_FLAT, 4, "flat, 4 chunks"},
-                 {DIST_A2A_HIER, 4, "hierarchical, 4 chunks"}};
-    result res[4];
-    for (int i = 0; i < 4; i++)
-        res[i] = measure(c, cases[i].algo, cases[i].chunks, send, counts, recv, width, iters);
+                 {DIST_A2A_HIER, 4, "hierarchical, 4 chunks"},
+                 {DIST_A2A_2D, 4, "2d, 4 chunks"}};
+    enum { N_CASES = 6 };
+    result res[N_CASES];
+    // Alternated rounds (the machine is shared): each case's median over all rounds.
+    enum { ROUNDS = 3 };
+    double *ms = malloc(sizeof(double) * N_CASES * ROUNDS * iters);
+    for (int r = 0; r < ROUNDS; r++)
+        for (int i = 0; i < N_CASES; i++)
+            res[i] = measure(c, cases[i].algo, cases[i].chunks, send, counts, recv, width, iters,
+                             ms + ((size_t)i * ROUNDS + r) * iters);
+    for (int i = 0; i < N_CASES; i++) {
+        double *m = ms + (size_t)i * ROUNDS * iters;
+        qsort(m, ROUNDS * iters, sizeof(double), cmp_double);
+        res[i].ms = m[ROUNDS * iters / 2];
+    }
+    free(ms);
     if (L.world_rank == 0) {
         printf("%-24s %10s %10s %12s %12s %10s\n", "exchange (sum of ranks)", "inter msgs",
                "intra msgs", "inter MB", "intra MB", "time ms");
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < N_CASES; i++)
             printf("%-24s %10lld %10lld %12.2f %12.2f %10.2f\n", cases[i].name,
                    (long long)res[i].v[0], (long long)res[i].v[1], res[i].v[2] / 1e6,
                    res[i].v[3] / 1e6, res[i].ms);
@@ -123,7 +174,19 @@ int main(int argc, char **argv) {
                 "intra-node bytes %.2fx, time %.2fx\n",
                 (double)res[1].v[0] / res[0].v[0], (double)res[1].v[2] / res[0].v[2],
                 res[0].v[3] ? (double)res[1].v[3] / res[0].v[3] : 0.0, res[1].ms / res[0].ms);
+        if (res[2].v[0] > 0)
+            printf("2d / flat: inter-node messages %.2fx, intra-node bytes %.2fx, time %.2fx\n",
+                   (double)res[2].v[0] / res[0].v[0],
+                   res[0].v[3] ? (double)res[2].v[3] / res[0].v[3] : 0.0, res[2].ms / res[0].ms);
     }
+    // Progress: compute as long as the exchange, in 4 slices after the chunks.
+    double slice = res[3].ms / 4;
+    double with_tests = overlapped(c, send, counts, recv, width, iters, slice, 1);
+    double without = overlapped(c, send, counts, recv, width, iters, slice, 0);
+    if (L.world_rank == 0)
+        printf("progress (flat, 4 chunks, %.2f ms compute after each): exchange alone %.2f ms, "
+               "compute alone %.2f ms; overlapped testing between slices %.2f ms, without tests "
+               "%.2f ms\n", slice, res[3].ms, 4 * slice, with_tests, without);
     free(counts);
     free(send);
     free(recv);

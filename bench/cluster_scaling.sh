@@ -7,7 +7,7 @@
 # every core), and the efficiency is tokens/s against 1 node x 2 ranks at the same
 # link rate. Medians over the steps after 2 warm-up steps.
 # Usage: bench/cluster_scaling.sh [build-dir] [steps]
-#   env: MODELS="m1 m2" RATES="10gbit 1gbit" A2A="flat hierarchical"
+#   env: MODELS="m1 m2" RATES="10gbit 1gbit" A2A="flat hierarchical 2d auto"
 #        LAYOUTS="1x2 2x1 2x2 4x2" BATCH=2 SEQ=128 EXTRA="flags for train"
 set -euo pipefail
 BUILD=${1:-build}
@@ -17,7 +17,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CLUSTER=$ROOT/scripts/cluster.sh
 MODELS=${MODELS:-m1 m2}
 RATES=${RATES:-10gbit 1gbit}
-A2A=${A2A:-flat hierarchical}
+A2A=${A2A:-flat hierarchical 2d auto}
 LAYOUTS=${LAYOUTS:-1x2 2x1 2x2 4x2}
 BATCH=${BATCH:-2}
 SEQ=${SEQ:-128}
@@ -31,7 +31,7 @@ median() { grep -o "\"$2\":[0-9.e+-]*" "$1" | cut -d: -f2 | tail -n +3 | sort -g
 
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $CORES cores; commit $(git -C "$ROOT" rev-parse --short HEAD)"
 echo "per-rank batch $BATCH x $SEQ tokens, $STEPS steps, 1 thread per rank; ranks > $CORES are oversubscribed"
-printf "%-4s %-7s %-6s %-13s %10s %10s %8s %7s %7s\n" model rate layout a2a tokens/s per-core eff a2a% ar%
+printf "%-4s %-7s %-6s %-13s %10s %10s %8s %7s %7s %7s\n" model rate layout a2a tokens/s per-core eff a2a% exp% ar%
 for model in $MODELS; do
   vocab=$(grep -o '"vocab_size": *[0-9]*' "$ROOT/configs/$model.json" | grep -o '[0-9]*$')
   "$BIN" synth --vocab "$vocab" --span 64 --tokens 400000 --out "$D/$model.bin" >/dev/null
@@ -49,13 +49,13 @@ for model in $MODELS; do
           echo "$model $rate $layout $a2a: failed"; tail -3 "$D/out"; continue
         fi
         tps=$(median "$log" tokens_per_s); st=$(median "$log" step_s)
-        a2s=$(median "$log" a2a_s); ars=$(median "$log" allreduce_s)
+        a2s=$(median "$log" a2a_s); ars=$(median "$log" allreduce_s); exs=$(median "$log" a2a_exposed_s)
         [ -z "$base" ] && base=$tps
         awk -v m="$model" -v r="$rate" -v l="$layout" -v a="$a2a" -v t="$tps" -v c="$CORES" -v P="$P" \
-            -v b="$base" -v s="$st" -v x="$a2s" -v y="$ars" 'BEGIN{
+            -v b="$base" -v s="$st" -v x="$a2s" -v y="$ars" -v e="${exs:-0}" 'BEGIN{
           used = P < c ? P : c
-          printf "%-4s %-7s %-6s %-13s %10.0f %10.0f %7.0f%% %6.1f%% %6.1f%%\n", m, r, l, a, t, t/used, 100*t/b,
-                 100*x/s, 100*y/s }'
+          printf "%-4s %-7s %-6s %-13s %10.0f %10.0f %7.0f%% %6.1f%% %6.1f%% %6.1f%%\n", m, r, l, a, t, t/used, 100*t/b,
+                 100*x/s, 100*e/s, 100*y/s }'
       done
       "$CLUSTER" down --name "$NAME"
     done

@@ -1,5 +1,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "comm/dist.h"
 #include "core/error.h"
 #include "core/dtype.h"
 #include "train/trainer.h"
@@ -19,6 +20,8 @@ int cmd_train(int argc, char **argv) {
     train_options o;
     train_options_defaults(&o);
     const char *a2a = NULL, *dtype = NULL, *zero = NULL, *recompute = NULL;
+    int overlap = 1;
+    float link_gbit = 0, link_lat = -1, comm_timeout = 0;
     const arg_spec specs[] = {
         {"config", ARG_STR, &o.config_path, 1, "model config (JSON)"},
         {"data", ARG_STR, &o.data_path, 1, "training token shard"},
@@ -46,8 +49,12 @@ int cmd_train(int argc, char **argv) {
         {"resume", ARG_STR, &o.resume, 0, "checkpoint directory, or latest (from --save-dir; none yet = start)"},
         {"expert-parallel", ARG_INT, &o.expert_parallel, 0, "expert-parallel degree EP under mpirun (default: largest valid)"},
         {"ranks-per-node", ARG_INT, &o.ranks_per_node, 0, "treat every R ranks as one node (default: real nodes)"},
-        {"a2a", ARG_STR, &a2a, 0, "token exchange: flat or hierarchical (default flat)"},
-        {"a2a-chunks", ARG_INT, &o.a2a_chunks, 0, "overlap the exchange with expert compute in C chunks"},
+        {"a2a", ARG_STR, &a2a, 0, "token exchange: flat, hierarchical, 2d or auto (cost model; default flat)"},
+        {"a2a-chunks", ARG_INT, &o.a2a_chunks, 0, "both trips of the exchange in C chunks, overlapped with expert compute"},
+        {"a2a-overlap", ARG_INT, &overlap, 0, "1: chunks overlap the expert compute (default); 0: the same chunks, each trip waits whole"},
+        {"link-gbit", ARG_FLOAT, &link_gbit, 0, "--a2a auto: inter-node link in Gbit/s (default: measured at start)"},
+        {"link-latency-us", ARG_FLOAT, &link_lat, 0, "--a2a auto: inter-node latency per message in us (default: measured)"},
+        {"comm-timeout", ARG_FLOAT, &comm_timeout, 0, "seconds without progress in a collective before a rank names its peer and exits (default 0: off)"},
         {"zero", ARG_STR, &zero, 0, "ZeRO-1: 1 shards the AdamW state over the ranks, 0 replicates it (default 1 under mpirun)"},
         {"max-expert-rows", ARG_LONG, &o.max_expert_rows, 0, "dropless MoE: stop when a rank would receive more expert rows in a step (default 8x batch-size x seq-len x k)"},
         {"dtype", ARG_STR, &dtype, 0, "GEMM precision: fp32, bf16 or fp16 (loss-scaled); default fp32"},
@@ -75,11 +82,23 @@ int cmd_train(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     o.stop_requested = &stop_requested;
-    if (a2a && strcmp(a2a, "flat") != 0 && strcmp(a2a, "hierarchical") != 0) {
-        fprintf(stderr, "bagualu: train: --a2a must be flat or hierarchical, got \"%s\"\n", a2a);
+    o.a2a_algo = -1;
+    for (int i = 0; i < DIST_A2A_ALGOS; i++)
+        if (!a2a || !strcmp(a2a, dist_a2a_name(i))) o.a2a_algo = i;
+    if (!a2a) o.a2a_algo = DIST_A2A_FLAT;
+    if (o.a2a_algo < 0 && strcmp(a2a, "auto") != 0) {
+        fprintf(stderr, "bagualu: train: --a2a must be flat, hierarchical, 2d or auto, got \"%s\"\n",
+                a2a);
         return 2;
     }
-    o.a2a_hierarchical = a2a && !strcmp(a2a, "hierarchical");
+    if (overlap != 0 && overlap != 1) {
+        fprintf(stderr, "bagualu: train: --a2a-overlap must be 0 or 1, got %d\n", overlap);
+        return 2;
+    }
+    o.a2a_sync = !overlap;
+    o.link_gbit = link_gbit;
+    o.link_latency_us = link_lat;
+    o.comm_timeout = comm_timeout;
     if (dtype && bg_dtype_parse(dtype, &o.dtype) != 0) {
         fprintf(stderr, "bagualu: train: --dtype must be fp32, bf16 or fp16, got \"%s\"\n", dtype);
         return 2;

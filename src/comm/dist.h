@@ -113,7 +113,33 @@ enum dist_a2a_algo {
     // pair, and scattered by the destination leader. Pure data movement: the result is
     // bitwise the flat one, with far fewer inter-node messages.
     DIST_A2A_HIER = 1,
+    // Two-dimensional (Tutel's 2DH): an all-to-all inside each node hands local rank l
+    // every row of the node bound for local rank l of any node, then one all-to-all
+    // among the ranks of index l of every node delivers them. Each rank sends one
+    // message per other node (not one per remote rank), no rank funnels its node's
+    // traffic, and the result is bitwise the flat one. Needs nodes of equal size
+    // (otherwise it runs flat).
+    DIST_A2A_2D = 2,
 };
+#define DIST_A2A_ALGOS 3
+
+// What the choice of algorithm (dist_a2a_choose) knows about an exchange and the
+// machine. Bandwidths in bytes/s, latencies in seconds per message.
+typedef struct {
+    int nodes, ranks_per_node;  // equal nodes assumed
+    double bytes_per_rank;      // rows x width x 4 one rank sends in one exchange
+    double inter_bw, inter_lat; // the link between nodes, as seen by one node
+    double intra_bw, intra_lat; // inside a node
+} dist_a2a_cost_in;
+// Modelled seconds of one exchange with `algo`, and the algorithm the model prefers
+// (flat on one node). The one place that weighs the algorithms (a later planner owns it).
+double dist_a2a_cost(const dist_a2a_cost_in *in, enum dist_a2a_algo algo);
+enum dist_a2a_algo dist_a2a_choose(const dist_a2a_cost_in *in);
+// Measures the inter- and intra-node links once by ping-pong between rank 0 and the
+// first rank of node 1 (and rank 1 of node 0). Collective over c; every rank gets the
+// same numbers. Fields not measurable (one node, one rank per node) are left as given.
+void dist_link_measure(dist_comm *c, dist_a2a_cost_in *io);
+const char *dist_a2a_name(enum dist_a2a_algo algo);
 
 // Rows of `width` floats. send holds send_counts[j] rows for each rank j, grouped by
 // j in rank order; recv receives recv_counts[i] rows from each rank i, grouped by i in
@@ -128,6 +154,16 @@ void dist_alltoallv(dist_comm *c, enum dist_a2a_algo algo, const float *send,
 // are final. send and recv must stay untouched until dist_a2a_end. No other exchange
 // may run on the same communicator meanwhile. The result equals dist_alltoallv.
 typedef struct dist_a2a dist_a2a;
+// dist_a2a_open posts nothing: the caller then calls dist_a2a_post(h, k) for k = 0, 1,
+// .. in order once chunk k's rows of every block of send are final, so a return trip
+// can leave chunk by chunk as they are computed. Flat sends each chunk as it is
+// posted; hierarchical and 2d start the whole exchange at the last post (their hops
+// order collectives across chunks), and no other exchange may then be in flight on c.
+// dist_a2a_begin = open, then post every chunk.
+dist_a2a *dist_a2a_open(dist_comm *c, enum dist_a2a_algo algo, const float *send,
+                        const int *send_counts, float *recv, const int *recv_counts, size_t width,
+                        int n_chunks);
+void dist_a2a_post(dist_a2a *h, int k);
 dist_a2a *dist_a2a_begin(dist_comm *c, enum dist_a2a_algo algo, const float *send,
                          const int *send_counts, float *recv, const int *recv_counts, size_t width,
                          int n_chunks);
@@ -142,6 +178,14 @@ static inline int dist_chunk_lo(int cnt, int k, int n_chunks) {
     return (int)((int64_t)cnt * k / n_chunks);
 }
 
+// ---- watchdog ------------------------------------------------------------------------
+// seconds > 0: a rank that waits that long in one exchange, all-reduce or other
+// collective without any of its transfers completing prints one line naming the
+// operation and the peer it waits for, and exits with status 5 (MPI_Abort cannot cross
+// a cut link, and TCP notices one only after minutes). 0 (the default): wait forever.
+// Must exceed the longest single transfer. Process-wide; set it before communicating.
+void dist_set_timeout(double seconds);
+
 // ---- traffic counters ----------------------------------------------------------------
 // What a communicator moved since the last reset. A message is one transfer of a
 // non-empty payload to another rank as our algorithm issues it (inside a collective we
@@ -154,7 +198,14 @@ typedef struct {
     uint64_t msgs_sent_intra, msgs_sent_inter;
     uint64_t msgs_recv_intra, msgs_recv_inter;
     uint64_t calls;  // operations issued on the communicator
-    double seconds;  // wall time spent inside them (waiting included)
+    // Wall time the operations took: a blocking call's duration; a chunked exchange's
+    // span from dist_a2a_open to the moment its last chunk was seen complete (the
+    // caller's computation in between included: the exchange was in flight).
+    double seconds;
+    // Of that, the time the caller spent inside the calls (posting, copying, testing,
+    // waiting): the communication that computation did not hide. Equal to seconds for
+    // blocking calls.
+    double exposed;
 } dist_traffic;
 
 void dist_traffic_get(const dist_comm *c, dist_traffic *out);

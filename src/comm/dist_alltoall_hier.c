@@ -79,7 +79,9 @@ dist_hier *dist_hier_begin(dist_a2a *h) {
     memcpy(mine, h->send_counts, sizeof(int) * n);
     memcpy(mine + n, h->recv_counts, sizeof(int) * n);
     if (s->leader) s->cnt_all = bg_malloc(sizeof(int) * 2 * n * m);
+    dist_watch_begin("the hierarchical all-to-all's counts");
     DIST_MPI(MPI_Gather(mine, 2 * n, MPI_INT, s->cnt_all, 2 * n, MPI_INT, 0, c->node_comm));
+    dist_watch_end();
     free(mine);
     if (s->leader)
         for (int q = 1; q < m; q++) dist_count_recv(c, s->mem[q], 2 * n * sizeof(int));
@@ -314,10 +316,10 @@ static void unpack(dist_a2a *h, int k) {
     BG_ASSERT(at == s->srecv_off[k + 1]);
 }
 
-static int req_done(MPI_Request *r, int blocking) {
+static int req_done(dist_comm *c, MPI_Request *r, int blocking) {
     if (*r == MPI_REQUEST_NULL) return 1;
     if (blocking) {
-        DIST_MPI(MPI_Wait(r, MPI_STATUS_IGNORE));
+        dist_wait_reqs(c, 1, r, NULL, "the hierarchical all-to-all");
         return 1;
     }
     int flag = 0;
@@ -329,15 +331,15 @@ int dist_hier_step(dist_a2a *h, int k, int blocking) {
     dist_hier *s = h->hier;
     chunk_state *ch = &s->ch[k];
     const chunk_state *prev = k > 0 ? &s->ch[k - 1] : NULL;
-    int a_done = req_done(&ch->a, blocking);
-    int g_done = req_done(&ch->g, blocking);
+    int a_done = req_done(h->c, &ch->a, blocking);
+    int g_done = req_done(h->c, &ch->g, blocking);
     if (s->leader) {
         if (!ch->x_posted && g_done && (!prev || prev->x_posted)) post_exchange(h, k);
-        if (ch->x_posted && !ch->s_posted && req_done(&ch->x, blocking) &&
+        if (ch->x_posted && !ch->s_posted && req_done(h->c, &ch->x, blocking) &&
             (!prev || prev->s_posted))
             post_scatter(h, k);
     }
-    if (ch->s_posted && !ch->unpacked && req_done(&ch->s, blocking)) {
+    if (ch->s_posted && !ch->unpacked && req_done(h->c, &ch->s, blocking)) {
         unpack(h, k);
         ch->unpacked = 1;
     }

@@ -85,10 +85,25 @@ static dist_comm *comm_wrap(MPI_Comm comm, int my_key) {
         DIST_MPI(MPI_Comm_rank(c->leader_comm, &lr));
         BG_ASSERT(lr == c->node_of[rank]);  // the hierarchical exchange relies on it
     }
+    // The 2d exchange's second hop: one rank of each node, all at my local index.
+    int equal = c->n_nodes > 1;
+    for (int a = 0; a < c->n_nodes; a++)
+        equal &= c->node_start[a + 1] - c->node_start[a] == c->node_start[1] - c->node_start[0];
+    DIST_MPI(MPI_Comm_split(comm, equal ? c->local_rank[rank] : MPI_UNDEFINED, c->node_of[rank],
+                            &c->cross_comm));
     return c;
 }
 
+static dist_comm *comm_world(int ranks_per_node);
+
 dist_comm *dist_comm_world(int ranks_per_node) {
+    dist_watch_begin("creating a communicator");
+    dist_comm *c = comm_world(ranks_per_node);
+    dist_watch_end();
+    return c;
+}
+
+static dist_comm *comm_world(int ranks_per_node) {
     if (ranks_per_node < 0)
         return bg_error("ranks per node must be >= 0 (0: real nodes), got %d", ranks_per_node),
                NULL;
@@ -121,9 +136,12 @@ dist_comm *dist_comm_world(int ranks_per_node) {
 
 dist_comm *dist_comm_split(dist_comm *parent, int color, int key) {
     if (parent->local) return dist_local_comm();
+    dist_watch_begin("splitting a communicator");
     MPI_Comm comm;
     DIST_MPI(MPI_Comm_split(parent->comm, color, key, &comm));
-    return comm_wrap(comm, parent->node_key);
+    dist_comm *c = comm_wrap(comm, parent->node_key);
+    dist_watch_end();
+    return c;
 }
 
 void dist_comm_free(dist_comm *c) {
@@ -133,18 +151,25 @@ void dist_comm_free(dist_comm *c) {
         free(c);
         return;
     }
+    dist_watch_begin("freeing a communicator");
     if (c->leader_comm != MPI_COMM_NULL) DIST_MPI(MPI_Comm_free(&c->leader_comm));
+    if (c->cross_comm != MPI_COMM_NULL) DIST_MPI(MPI_Comm_free(&c->cross_comm));
     DIST_MPI(MPI_Comm_free(&c->node_comm));
     DIST_MPI(MPI_Comm_free(&c->comm));
+    dist_watch_end();
     dist_comm_release(c);
     free(c);
 }
 
 void dist_barrier(dist_comm *c) {
     double t0 = bg_now();
-    if (!c->local) DIST_MPI(MPI_Barrier(c->comm));
+    if (!c->local) {
+        MPI_Request r;
+        DIST_MPI(MPI_Ibarrier(c->comm, &r));
+        dist_wait_reqs(c, 1, &r, NULL, "a barrier");
+    }
     c->traffic.calls++;
-    c->traffic.seconds += bg_now() - t0;
+    dist_count_time(c, t0);
 }
 
 void dist_bcast(dist_comm *c, void *buf, size_t bytes, int root) {
@@ -158,7 +183,10 @@ void dist_bcast(dist_comm *c, void *buf, size_t bytes, int root) {
     const size_t piece = (size_t)1 << 30;
     for (size_t off = 0; off < bytes; off += piece) {
         size_t n = bytes - off < piece ? bytes - off : piece;
-        DIST_MPI(MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root, c->comm));
+        MPI_Request r;
+        int peer = root;
+        DIST_MPI(MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, root, c->comm, &r));
+        dist_wait_reqs(c, 1, &r, c->rank == root ? NULL : &peer, "a broadcast");
     }
     // Counted as the root sending to every rank directly.
     if (c->rank == root)
@@ -166,6 +194,6 @@ void dist_bcast(dist_comm *c, void *buf, size_t bytes, int root) {
     else
         dist_count_recv(c, root, bytes);
     c->traffic.calls++;
-    c->traffic.seconds += bg_now() - t0;
+    dist_count_time(c, t0);
 }
 #endif

@@ -1,5 +1,6 @@
 // Backend-independent parts of a communicator: node map, scratch, traffic counters.
 #include "comm/dist_impl.h"
+#include "core/timer.h"
 
 #include <string.h>
 
@@ -109,6 +110,12 @@ void dist_count_recv(dist_comm *c, int peer, uint64_t bytes) {
     }
 }
 
+void dist_count_time(dist_comm *c, double t0) {
+    double dt = bg_now() - t0;
+    c->traffic.seconds += dt;
+    c->traffic.exposed += dt;
+}
+
 void dist_traffic_get(const dist_comm *c, dist_traffic *out) { *out = c->traffic; }
 
 void dist_traffic_reset(dist_comm *c) { memset(&c->traffic, 0, sizeof c->traffic); }
@@ -124,4 +131,5 @@ void dist_traffic_add(dist_traffic *sum, const dist_traffic *t) {
     sum->msgs_recv_inter += t->msgs_recv_inter;
     sum->calls += t->calls;
     sum->seconds += t->seconds;
+    sum->exposed += t->exposed;
 }

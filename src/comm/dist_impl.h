@@ -20,6 +20,10 @@ enum {
     DIST_SCR_HIER_XRECV,   // leader: rows from other nodes for this node
     DIST_SCR_HIER_SSEND,   // leader: the same rows ordered by local destination
     DIST_SCR_HIER_SRECV,   // my rows from other nodes, before unpacking
+    DIST_SCR_2D_P1SEND,    // 2d: my rows ordered by destination local index, then node
+    DIST_SCR_2D_P1RECV,    // 2d: rows from my node for my index on every node, by source
+    DIST_SCR_2D_P2SEND,    // 2d: the same rows ordered by destination node
+    DIST_SCR_2D_P2RECV,    // 2d: rows from my index on other nodes, before unpacking
     DIST_SCR_COUNT
 };
 
@@ -42,6 +46,9 @@ struct dist_comm {
     MPI_Comm comm;
     MPI_Comm node_comm;    // this communicator's ranks on my node, ordered by rank
     MPI_Comm leader_comm;  // lowest rank of every node (rank = node index); else NULL
+    // Ranks with my position inside their node, one per node (rank = node index); NULL
+    // unless there are several nodes, all of one size (the 2d exchange needs it).
+    MPI_Comm cross_comm;
 #endif
 };
 
@@ -61,6 +68,9 @@ void dist_local_alltoallv(dist_comm *c, const float *send, const int *send_count
 // and transfers to oneself are not messages.
 void dist_count_send(dist_comm *c, int peer, uint64_t bytes);
 void dist_count_recv(dist_comm *c, int peer, uint64_t bytes);
+// A blocking operation that started at t0 (bg_now) and ends now: its time is all
+// exposed.
+void dist_count_time(dist_comm *c, double t0);
 
 #ifdef BG_HAVE_MPI
 // Every MPI call goes through this: on failure print which call failed and why, and
@@ -68,28 +78,60 @@ void dist_count_recv(dist_comm *c, int peer, uint64_t bytes);
 void dist_mpi_check(int rc, const char *call);
 #define DIST_MPI(call) dist_mpi_check((call), #call)
 
+// The watchdog (dist_set_timeout): every wait of the MPI backend goes through these.
+// Waits for reqs[0..n) (MPI_REQUEST_NULL entries are done). With a timeout, a wait in
+// which no request completes for that long prints one line naming `op` and the peer
+// (rank of c, peers[i] for request i; NULL or -1: not known, a collective) and exits
+// the process: MPI_Abort cannot reach ranks behind a cut link.
+void dist_wait_reqs(dist_comm *c, int n, MPI_Request *reqs, const int *peers, const char *op);
+// 1 when every request is done (advances them); never blocks.
+int dist_test_reqs(int n, MPI_Request *reqs);
+// A blocking MPI call begins / ends: the watchdog thread times it (op: what it does).
+void dist_watch_begin(const char *op);
+void dist_watch_end(void);
+double dist_timeout(void);
+// Point-to-point form of MPI_Alltoallv (pure data movement, so the same bytes): posts
+// receives and sends into reqs[0..2n) and peers[0..2n); the own block is copied.
+void dist_p2p_post(dist_comm *c, const void *send, const int *scnt, const int *sdsp, void *recv,
+                   const int *rcnt, const int *rdsp, MPI_Datatype type, size_t type_bytes,
+                   MPI_Request *reqs, int *peers);
+// Posts and waits (the watchdog names the peer a rank waits for).
+void dist_p2p_exchange(dist_comm *c, const void *send, const int *scnt, const int *sdsp,
+                       void *recv, const int *rcnt, const int *rdsp, MPI_Datatype type,
+                       size_t type_bytes, const char *op);
+
 // Chunked exchange state, shared by the flat and hierarchical algorithms.
 typedef struct dist_hier dist_hier;
 struct dist_a2a {
     dist_comm *c;
     enum dist_a2a_algo algo;
     int n_chunks;
+    int posted;                      // chunks whose sends are final (dist_a2a_post)
+    int all_done;                    // completion of the last chunk was seen
+    double t_open;                   // for traffic.seconds: open to completion
     size_t width;
     const float *send;
     float *recv;
     int *send_counts, *recv_counts;  // copies: [size] each
     int *send_displs, *recv_displs;  // row offsets of each rank's block
     MPI_Datatype row;                // `width` contiguous floats
-    // flat: one MPI_Ialltoallv per chunk, its counts and displacements ([4][size])
+    // flat: per chunk point-to-point receives and sends ([2][size] requests and
+    // peers), its counts and displacements ([4][size])
     MPI_Request *reqs;
+    int *peers;
     int *chunk_args;
     dist_hier *hier;
+    struct dist_2d *d2;
 };
 dist_hier *dist_hier_begin(dist_a2a *h);
 // Advances chunk k as far as it can (blocking: to completion; chunks before k must be
 // complete then). Returns 1 when chunk k is complete.
 int dist_hier_step(dist_a2a *h, int k, int blocking);
 void dist_hier_free(dist_hier *s);
+// The same for the two-dimensional exchange (dist_alltoall_2d.c).
+struct dist_2d *dist_2d_begin(dist_a2a *h);
+int dist_2d_step(dist_a2a *h, int k, int blocking);
+void dist_2d_free(struct dist_2d *s);
 #endif
 
 #endif

@@ -13,7 +13,7 @@ dist_comm *dist_local_comm(void) {
     dist_comm_setup(c, 0, 1, &key);
     c->local = 1;
 #ifdef BG_HAVE_MPI
-    c->comm = c->node_comm = c->leader_comm = MPI_COMM_NULL;
+    c->comm = c->node_comm = c->leader_comm = c->cross_comm = MPI_COMM_NULL;
 #endif
     return c;
 }

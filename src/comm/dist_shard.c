@@ -47,6 +47,7 @@ void dist_reduce_scatter_sum_f32(dist_comm *c, float *buf, size_t n) {
         size_t chunk = piece_elems(c), R = rounds(n, P, chunk);
         float *parts = dist_scratch(c, DIST_SCR_REDUCE, (size_t)P * chunk * sizeof(float));
         MPI_Request *req = bg_malloc(sizeof(MPI_Request) * 2 * (size_t)P);
+        int *peer = bg_malloc(sizeof(int) * 2 * (size_t)P);  // for the watchdog
         for (size_t k = 0; k < R; k++) {
             size_t mlo, mine = piece(n, me, P, k, chunk, &mlo);
             int nreq = 0;
@@ -55,16 +56,18 @@ void dist_reduce_scatter_sum_f32(dist_comm *c, float *buf, size_t n) {
                 size_t lo, cnt = piece(n, j, P, k, chunk, &lo);
                 if (mine) {
                     DIST_MPI(MPI_Irecv(parts + (size_t)j * chunk, (int)mine, MPI_FLOAT, j, SHARD_TAG,
-                                       c->comm, &req[nreq++]));
+                                       c->comm, &req[nreq]));
+                    peer[nreq++] = j;
                     dist_count_recv(c, j, (uint64_t)mine * sizeof(float));
                 }
                 if (cnt) {
                     DIST_MPI(MPI_Isend(buf + lo, (int)cnt, MPI_FLOAT, j, SHARD_TAG, c->comm,
-                                       &req[nreq++]));
+                                       &req[nreq]));
+                    peer[nreq++] = j;
                     dist_count_send(c, j, (uint64_t)cnt * sizeof(float));
                 }
             }
-            DIST_MPI(MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE));
+            dist_wait_reqs(c, nreq, req, peer, "a reduce-scatter");
             if (!mine) continue;
             // ((x0 + x1) + x2) + ...: the all-reduce's order, so the same bits.
             float *o = buf + mlo;
@@ -76,8 +79,9 @@ void dist_reduce_scatter_sum_f32(dist_comm *c, float *buf, size_t n) {
             }
         }
         free(req);
+        free(peer);
     }
-    c->traffic.seconds += bg_now() - t0;
+    dist_count_time(c, t0);
 }
 
 void dist_allgather_f32(dist_comm *c, float *buf, size_t n) {
@@ -87,6 +91,7 @@ void dist_allgather_f32(dist_comm *c, float *buf, size_t n) {
     if (P > 1 && n > 0) {
         size_t chunk = piece_elems(c), R = rounds(n, P, chunk);
         MPI_Request *req = bg_malloc(sizeof(MPI_Request) * 2 * (size_t)P);
+        int *peer = bg_malloc(sizeof(int) * 2 * (size_t)P);  // for the watchdog
         for (size_t k = 0; k < R; k++) {
             size_t mlo, mine = piece(n, me, P, k, chunk, &mlo);
             int nreq = 0;
@@ -95,19 +100,22 @@ void dist_allgather_f32(dist_comm *c, float *buf, size_t n) {
                 size_t lo, cnt = piece(n, j, P, k, chunk, &lo);
                 if (cnt) {
                     DIST_MPI(MPI_Irecv(buf + lo, (int)cnt, MPI_FLOAT, j, SHARD_TAG, c->comm,
-                                       &req[nreq++]));
+                                       &req[nreq]));
+                    peer[nreq++] = j;
                     dist_count_recv(c, j, (uint64_t)cnt * sizeof(float));
                 }
                 if (mine) {
                     DIST_MPI(MPI_Isend(buf + mlo, (int)mine, MPI_FLOAT, j, SHARD_TAG, c->comm,
-                                       &req[nreq++]));
+                                       &req[nreq]));
+                    peer[nreq++] = j;
                     dist_count_send(c, j, (uint64_t)mine * sizeof(float));
                 }
             }
-            DIST_MPI(MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE));
+            dist_wait_reqs(c, nreq, req, peer, "an all-gather");
         }
         free(req);
+        free(peer);
     }
-    c->traffic.seconds += bg_now() - t0;
+    dist_count_time(c, t0);
 }
 #endif

@@ -28,7 +28,7 @@ void model_init_parallel(model *m, const model_config *cfg, uint64_t seed,
         const dist_layout *L = par->layout;
         m->moe_par = (moe_parallel){.ep_comm = L->ep_comm, .ep_size = L->ep,
                                     .ep_rank = L->ep_rank, .a2a_algo = par->a2a_algo,
-                                    .a2a_chunks = par->a2a_chunks};
+                                    .a2a_chunks = par->a2a_chunks, .a2a_sync = par->a2a_sync};
         m->moe_par.dispatcher = moe_dispatcher_for(&m->moe_par);
         if (cfg->num_local_experts > 0) {
             BG_ASSERT(cfg->num_local_experts % L->ep == 0);

@@ -17,7 +17,8 @@
 typedef struct {
     dist_layout *layout;
     int a2a_algo;               // enum dist_a2a_algo
-    int a2a_chunks;             // >1: overlap the trip to the experts with their compute
+    int a2a_chunks;             // >1: overlap both trips with the experts' compute
+    int a2a_sync;               // 1: the same chunks without overlap
     // Dropless: the most expert rows a rank may receive in a step before the run stops
     // (model_forward fails); 0: 8x the balanced share N·k (N: the rank's tokens).
     long max_expert_rows;

@@ -157,20 +157,45 @@ static void alltoall_trip(const ep_trip *t, const moe_exchange_cache *xc,
     pass->run(pass->ctx, t->out, t->local, xc->local_offsets, moe_local_experts(s));
 }
 
-// Chunk j's experts run while chunks j+1.. are still in flight; out must not be recv.
-static void chunked_trip(const ep_trip *t, const moe_exchange_cache *xc,
-                         const moe_expert_pass *pass, const moe_shape *s) {
+// Both ways in chunks. Chunk j's experts run while chunks j+1.. are still on their
+// way in, and chunk j's output leaves (through tmp, in chunk j's rows of the source-
+// major order) as soon as it is computed; *back is the trip home, still in flight,
+// for the caller to end (it lands in home). Expert GEMMs and the exchange alternate on
+// this thread: MPI advances non-blocking transfers only inside MPI calls, so the
+// chunks are tested between the chunks' GEMMs. tmp may be recv: chunk j's rows of recv
+// are free once copied into local. With a2a_sync the same chunks and the same GEMMs
+// run, but each way waits for the whole exchange (nothing overlaps): the same bits.
+static void chunked_trip(const ep_trip *t, float *tmp, float *home, const moe_exchange_cache *xc,
+                         const moe_expert_pass *pass, const moe_shape *s, dist_a2a **back) {
     const int C = s->C, El = moe_local_experts(s), n_chunks = s->par->a2a_chunks;
+    const int sync = s->par->a2a_sync;
+    const enum dist_a2a_algo algo = (enum dist_a2a_algo)s->par->a2a_algo;
+    dist_comm *ep = s->par->ep_comm;
     if (pass->accumulates) vec_zero(t->out, (size_t)xc->rows_local * C);
-    dist_a2a *h = dist_a2a_begin(s->par->ep_comm, (enum dist_a2a_algo)s->par->a2a_algo, t->send,
-                                 xc->send_rows, t->recv, xc->recv_rows, (size_t)C, n_chunks);
+    dist_a2a *h = dist_a2a_begin(ep, algo, t->send, xc->send_rows, t->recv, xc->recv_rows,
+                                 (size_t)C, n_chunks);
+    if (sync) dist_a2a_end(h), h = NULL;
+    dist_a2a *b = NULL;
     for (int j = 0; j < n_chunks; j++) {
-        dist_a2a_wait_chunk(h, j);
+        if (h) dist_a2a_wait_chunk(h, j);
         moe_rows_recv_to_local_chunk(t->local, t->recv, xc, C, j, n_chunks);
         pass->run(pass->ctx, t->out, t->local, xc->local_offsets + (size_t)j * El, El);
-        dist_a2a_progress(h);
+        moe_rows_local_to_recv_chunk(tmp, t->out, xc, C, j, n_chunks);
+        if (sync) continue;
+        // The trip in ends before the last chunk home is posted: a hierarchical or 2d
+        // return starts then, and must not interleave with the trip in.
+        if (j == n_chunks - 1) dist_a2a_end(h), h = NULL;
+        if (!b)
+            b = dist_a2a_open(ep, algo, tmp, xc->recv_rows, home, xc->send_rows, (size_t)C,
+                              n_chunks);
+        dist_a2a_post(b, j);
+        if (h) dist_a2a_progress(h);
+        dist_a2a_progress(b);
     }
-    dist_a2a_end(h);
+    if (sync)
+        b = dist_a2a_begin(ep, algo, tmp, xc->recv_rows, home, xc->send_rows, (size_t)C,
+                           n_chunks);
+    *back = b;
 }
 
 // The way back: out (R,C) local-expert-major through tmp (R,C) source-major to
@@ -200,7 +225,15 @@ static void chunked_to_experts(moe_dispatch_cache *dc, moe_exchange_cache *xc, c
     (void)N;  // the plan counted the rows
     moe_permute_forward(dc->x_perm, inp, dc->token_of, dc->offsets[s->E], s->C);
     ep_trip t = forward_trip(dc, xc);
-    chunked_trip(&t, xc, pass, s);
+    chunked_trip(&t, xc->x_recv, dc->y_perm, xc, pass, s, &xc->back);
+}
+
+// The chunked trip home is already under way: its end lands the rows in y_perm.
+static void chunked_from_experts(moe_dispatch_cache *dc, moe_exchange_cache *xc,
+                                 const moe_shape *s, int N) {
+    (void)dc, (void)s, (void)N;
+    dist_a2a_end(xc->back);
+    xc->back = NULL;
 }
 
 static void ep_from_experts(moe_dispatch_cache *dc, moe_exchange_cache *xc, const moe_shape *s,
@@ -210,7 +243,8 @@ static void ep_from_experts(moe_dispatch_cache *dc, moe_exchange_cache *xc, cons
 }
 
 // The backward's rows: dy_perm → ex_a → ex_b → the experts' dx, which the single trip
-// writes over ex_a and the chunked one into ex_c; back through ex_b into dx_perm.
+// writes over ex_a and the chunked one into ex_c; back through ex_b (single) or ex_a
+// (chunked, chunk by chunk) into dx_perm.
 static void alltoall_from_experts_backward(moe_dispatch_scratch *ds, moe_exchange_scratch *xs,
                                            const moe_dispatch_cache *dc,
                                            const moe_exchange_cache *xc,
@@ -230,7 +264,7 @@ static void chunked_from_experts_backward(moe_dispatch_scratch *ds, moe_exchange
     (void)dc, (void)N;
     moe_exchange_scratch_reserve(xs, xc, s->C);
     ep_trip t = {.send = ds->dy_perm, .recv = xs->ex_a, .local = xs->ex_b, .out = xs->ex_c};
-    chunked_trip(&t, xc, pass, s);
+    chunked_trip(&t, xs->ex_a, ds->dx_perm, xc, pass, s, &xs->back);
 }
 
 static void alltoall_to_experts_backward(float *dinp, moe_dispatch_scratch *ds,
@@ -244,7 +278,9 @@ static void alltoall_to_experts_backward(float *dinp, moe_dispatch_scratch *ds,
 static void chunked_to_experts_backward(float *dinp, moe_dispatch_scratch *ds,
                                         moe_exchange_scratch *xs, const moe_dispatch_cache *dc,
                                         const moe_exchange_cache *xc, const moe_shape *s, int N) {
-    ep_home(ds->dx_perm, xs->ex_b, xs->ex_c, xc, s);
+    (void)xc;
+    dist_a2a_end(xs->back);  // the trip home left chunk by chunk: dx_perm once it ends
+    xs->back = NULL;
     moe_permute_backward(dinp, ds->dx_perm, dc->row_of, N, s->k, s->C);
 }
 
@@ -265,7 +301,7 @@ const moe_dispatcher moe_dispatcher_chunked = {
     .scratch_layout = ep_scratch_layout,
     .plan = ep_plan,
     .to_experts = chunked_to_experts,
-    .from_experts = ep_from_experts,
+    .from_experts = chunked_from_experts,
     .from_experts_backward = chunked_from_experts_backward,
     .to_experts_backward = chunked_to_experts_backward,
 };

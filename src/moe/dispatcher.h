@@ -4,8 +4,10 @@
 // One function table per way of doing it, chosen once (moe_dispatcher_for):
 //   local     one process holds every expert: permute, experts, nothing to exchange;
 //   alltoall  expert parallelism: permute, all-to-all-v to the experts' ranks, back;
-//   chunked   the same trip in chunks, each chunk's experts computed while the next
-//             chunk is still in flight.
+//   chunked   both trips in chunks: each chunk's experts computed while the next
+//             chunks are still on their way in, and each chunk's output sent home as
+//             soon as it is computed (forward and backward alike); a2a_sync runs the
+//             same chunks without overlap (the same bits, for measuring).
 // The experts run inside the trip (a chunk's experts start as soon as it arrives), so
 // the caller hands the dispatcher what to run on the rows: a moe_expert_pass.
 #include <stdint.h>

@@ -20,6 +20,7 @@ void moe_exchange_cache_layout(moe_exchange_cache *xc, bg_arena *arena, const mo
     xc->rows_local = 0;
     xc->rows_hwm = 0;
     xc->rows_worst = moe_expert_rows_cap(s, N);
+    xc->back = NULL;
     xc->chunk_rows = BG_ARENA_NEW(arena, int, chunks * El * P);
     xc->recv_counts = BG_ARENA_NEW(arena, int, P * El);
     xc->send_rows = BG_ARENA_NEW(arena, int, P);
@@ -46,6 +47,7 @@ void moe_exchange_scratch_layout(moe_exchange_scratch *xs, bg_arena *arena, cons
     xs->heap = 0;
     xs->rows_alloc = bound;
     xs->chunked = exchange_chunks(s) > 1;
+    xs->back = NULL;
     if (bound == 0) {
         xs->ex_a = xs->ex_b = xs->ex_c = NULL;
         return;
@@ -213,6 +215,20 @@ void moe_rows_recv_to_local_chunk(float *local, const float *recv, const moe_exc
         #pragma omp parallel for schedule(static)
         for (int r = r0; r < r1; r++)
             memcpy(local + (size_t)xc->recv_to_local[r] * C, recv + (size_t)r * C,
+                   sizeof(float) * C);
+        start += block;
+    }
+}
+
+void moe_rows_local_to_recv_chunk(float *recv, const float *local, const moe_exchange_cache *xc,
+                                  int C, int j, int n) {
+    int start = 0;
+    for (int q = 0; q < xc->ep_size; q++) {
+        int block = xc->recv_rows[q];
+        int r0 = start + dist_chunk_lo(block, j, n), r1 = start + dist_chunk_lo(block, j + 1, n);
+        #pragma omp parallel for schedule(static)
+        for (int r = r0; r < r1; r++)
+            memcpy(recv + (size_t)r * C, local + (size_t)xc->recv_to_local[r] * C,
                    sizeof(float) * C);
         start += block;
     }

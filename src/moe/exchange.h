@@ -34,6 +34,8 @@ typedef struct {
     size_t rows_alloc;  // rows the row buffers hold
     size_t rows_worst;  // moe_expert_rows_cap: growth never goes past it
     long rows_hwm;      // the most rows received in one step so far
+    struct dist_a2a *back; // chunked: the trip home, in flight between to_experts and
+                           // from_experts
 } moe_exchange_cache;
 
 // Backward workspace, shared by all MoE layers; heap and grown like the cache's.
@@ -43,6 +45,8 @@ typedef struct {
     int grown, heap;
     int chunked;        // ex_c is needed
     size_t rows_alloc;
+    struct dist_a2a *back; // chunked: the trip home, in flight between the two backward
+                           // halves of the dispatcher
 } moe_exchange_scratch;
 
 // Lays out the exchange for N tokens per rank (s->par set; a measuring arena sizes it).
@@ -82,5 +86,7 @@ void moe_rows_recv_to_local(float *local, const float *recv, const moe_exchange_
 void moe_rows_local_to_recv(float *recv, const float *local, const moe_exchange_cache *xc, int C);
 // Only the received rows of chunk j (of n chunks).
 void moe_rows_recv_to_local_chunk(float *local, const float *recv, const moe_exchange_cache *xc,
+                                  int C, int j, int n);
+void moe_rows_local_to_recv_chunk(float *recv, const float *local, const moe_exchange_cache *xc,
                                   int C, int j, int n);
 #endif

@@ -18,8 +18,8 @@ typedef struct {
     struct dist_comm *ep_comm;
     int ep_size, ep_rank;
     int a2a_algo;       // enum dist_a2a_algo: flat or hierarchical
-    int a2a_chunks;     // >1: the trip to the experts in chunks, each chunk's experts
-                        // computed while the next chunk is still in flight
+    int a2a_chunks;     // >1: both trips in chunks, overlapped with the experts' compute
+    int a2a_sync;       // 1: the same chunks without overlap (each trip waits whole)
     // How rows reach the experts; moe_dispatcher_for(this) once the fields above are
     // set (dispatcher.h).
     const struct moe_dispatcher *dispatcher;

@@ -14,6 +14,7 @@ typedef struct {
     double tokens_per_s, gflops, step_seconds, eta_seconds;
     int ranks;                  // > 1: a parallel run; the traffic fields are set
     double a2a_bytes_intra, a2a_bytes_inter, a2a_msgs_inter, a2a_seconds;
+    double a2a_exposed_seconds; // of a2a_seconds, the time computation waited
     double allreduce_bytes, allreduce_seconds;
     int fp16;                   // dynamic loss scaling: the two fields below are logged
     double loss_scale;          // the scale this step ran at

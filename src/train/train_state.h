@@ -37,8 +37,12 @@ typedef struct {
     // and chunks.
     int expert_parallel;
     int ranks_per_node;
-    int a2a_hierarchical;
+    int a2a_algo;               // enum dist_a2a_algo, or -1: auto (dist_a2a_choose)
     int a2a_chunks;
+    int a2a_sync;               // 1: chunks without overlap (--a2a-overlap 0)
+    double link_gbit;           // auto: the inter-node link's Gbit/s (0: measure)
+    double link_latency_us;     // auto: its per-message latency in us (< 0: measure)
+    double comm_timeout;        // the watchdog's seconds (0: off; dist_set_timeout)
     int zero;                   // ZeRO-1, optimizer state sharded: 1 on, 0 off, -1 on when
                                 // P > 1 (one process holds everything either way)
     long max_expert_rows;       // dropless expert parallelism: rows a rank may receive
@@ -64,6 +68,7 @@ typedef struct {
     dist_layout layout;         // the ranks of this run (one, without MPI)
     int has_layout;
     model_parallel par;         // used when layout.world_size > 1
+    dist_a2a_cost_in a2a_auto;  // --a2a auto: the links and shape the choice saw
     int rank, world;            // this rank, and ranks sharing the global batch
     int report_error;           // after a failed init: this rank prints the error
     model m;

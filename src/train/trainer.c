@@ -40,6 +40,7 @@ void train_options_defaults(train_options *o) {
     o->dead_window = 100;
     o->zero = -1;
     o->save_async = 1;
+    o->link_latency_us = -1;
 }
 
 static int validate(const train_options *o) {
@@ -59,6 +60,8 @@ static int validate(const train_options *o) {
     if (o->expert_parallel < 0) return bg_error("--expert-parallel must be positive");
     if (o->ranks_per_node < 0) return bg_error("--ranks-per-node must be positive");
     if (o->a2a_chunks < 0) return bg_error("--a2a-chunks must be positive");
+    if (!(o->comm_timeout >= 0)) return bg_error("--comm-timeout must be >= 0 seconds");
+    if (!(o->link_gbit >= 0)) return bg_error("--link-gbit must be >= 0 (0: measure)");
     if (o->zero < -1 || o->zero > 1) return bg_error("--zero must be 0 or 1, got %d", o->zero);
     if (o->save_every < 0) return bg_error("--save-every must be >= 0");
     if (o->keep_last < 0) return bg_error("--keep-last must be >= 0");
@@ -161,9 +164,28 @@ static int agree(trainer *tr, int rc) {
 
 static int trainer_load_inputs(trainer *tr, const train_options *o);
 
+// --a2a auto: the cost model's choice for this layout, from the links as given or as
+// measured once now (a collective over the expert-parallel group, so every rank of a
+// group chooses alike; groups are alike by construction).
+static int choose_a2a(trainer *tr, const train_options *o, double tokens) {
+    dist_comm *ep = tr->layout.ep_comm;
+    const model_config *cfg = &tr->cfg;
+    dist_a2a_cost_in in = {.inter_bw = o->link_gbit * 1e9 / 8,
+                           .inter_lat = o->link_latency_us * 1e-6, .intra_bw = 1e12};
+    dist_link_measure(ep, &in);
+    if (o->link_gbit > 0) in.inter_bw = o->link_gbit * 1e9 / 8;
+    if (o->link_latency_us >= 0) in.inter_lat = o->link_latency_us * 1e-6;
+    in.bytes_per_rank = tokens * (cfg->num_local_experts ? cfg->num_experts_per_tok : 1) *
+                        cfg->hidden_size * sizeof(float);
+    enum dist_a2a_algo a = dist_a2a_choose(&in);
+    tr->a2a_auto = in;
+    return a;
+}
+
 int trainer_init(trainer *tr, const train_options *o) {
     memset(tr, 0, sizeof *tr);
     tr->opt = *o;
+    dist_set_timeout(o->comm_timeout);  // before the first collective
     int rc = trainer_load_inputs(tr, o);
     if (agree(tr, rc) != BG_OK) {
         int report = tr->report_error;
@@ -190,11 +212,13 @@ int trainer_init(trainer *tr, const train_options *o) {
     tr->has_layout = 1;
     tr->rank = tr->layout.world_rank;
     tr->world = tr->layout.world_size;
-    tr->par = (model_parallel){.layout = &tr->layout,
-                               .a2a_algo = o->a2a_hierarchical ? DIST_A2A_HIER : DIST_A2A_FLAT,
-                               .a2a_chunks = o->a2a_chunks > 0 ? o->a2a_chunks : 1,
-                               .max_expert_rows = o->max_expert_rows};
     int B = o->batch_size, T = o->seq_len;
+    tr->par = (model_parallel){.layout = &tr->layout,
+                               .a2a_algo = o->a2a_algo >= 0 ? o->a2a_algo : DIST_A2A_FLAT,
+                               .a2a_chunks = o->a2a_chunks > 0 ? o->a2a_chunks : 1,
+                               .a2a_sync = o->a2a_sync,
+                               .max_expert_rows = o->max_expert_rows};
+    if (o->a2a_algo < 0) tr->par.a2a_algo = choose_a2a(tr, o, (double)B * T);
     if (tr->has_val && tr->val.windows < (size_t)B * tr->world) {
         size_t w = tr->val.windows;
         rc = bg_error("%s: %zu validation windows of %d tokens is fewer than one global batch of %d",
@@ -410,6 +434,7 @@ static void step_traffic(trainer *tr, step_metrics *sm) {
     sm->a2a_bytes_inter = (double)(a2a.bytes_sent_inter + a2a.bytes_recv_inter);
     sm->a2a_msgs_inter = (double)(a2a.msgs_sent_inter);
     sm->a2a_seconds = a2a.seconds;
+    sm->a2a_exposed_seconds = a2a.exposed;
     sm->allreduce_seconds = ar_world.seconds + ar_edp.seconds;
     sm->allreduce_bytes = (double)(ar_world.bytes_sent_intra + ar_world.bytes_sent_inter +
                                    ar_edp.bytes_sent_intra + ar_edp.bytes_sent_inter);
@@ -531,9 +556,18 @@ int trainer_run(const train_options *o, int *report) {
         if (P > 1)
             printf(" per rank; %d ranks, expert-parallel %d (%d experts per rank), %d node%s, %s all-to-all%s",
                    P, tr.layout.ep, tr.layout.experts_per_rank, tr.layout.n_nodes,
-                   tr.layout.n_nodes > 1 ? "s" : "", o->a2a_hierarchical ? "hierarchical" : "flat",
-                   tr.par.a2a_chunks > 1 ? " in chunks" : "");
+                   tr.layout.n_nodes > 1 ? "s" : "", dist_a2a_name(tr.par.a2a_algo),
+                   tr.par.a2a_chunks > 1 ? (o->a2a_sync ? " in chunks, not overlapped" : " in chunks, overlapped")
+                                         : "");
         printf("\n");
+        if (P > 1 && o->a2a_algo < 0) {
+            const dist_a2a_cost_in *in = &tr.a2a_auto;
+            printf("a2a auto: %s (inter-node %.2f Gbit/s, %.0f us; intra %.2f Gbit/s, %.0f us; "
+                   "modelled ms flat %.2f, hierarchical %.2f, 2d %.2f)\n",
+                   dist_a2a_name(tr.par.a2a_algo), in->inter_bw * 8e-9, in->inter_lat * 1e6,
+                   in->intra_bw * 8e-9, in->intra_lat * 1e6, 1e3 * dist_a2a_cost(in, DIST_A2A_FLAT),
+                   1e3 * dist_a2a_cost(in, DIST_A2A_HIER), 1e3 * dist_a2a_cost(in, DIST_A2A_2D));
+        }
         if (P > 1)
             printf("optimizer state per rank: %zu dense + %zu expert elements (%s)\n",
                    tr.zero.dense_hi - tr.zero.dense_lo, tr.zero.expert_hi - tr.zero.expert_lo,

@@ -86,7 +86,9 @@ expect missing-value "needs a value" -- run "$D/good.json" "$D/ok.bin" --lr
 expect missing-flag "missing required flag --data" -- "$BIN" train --config "$D/good.json"
 expect unknown-command "unknown command" -- "$BIN" fly
 expect val-missing "cannot open token file" -- run "$D/good.json" "$D/ok.bin" --val "$D/nope.bin"
-expect a2a-algo "--a2a must be flat or hierarchical" -- run "$D/good.json" "$D/ok.bin" --a2a sideways
+expect a2a-algo "--a2a must be flat, hierarchical, 2d or auto" -- run "$D/good.json" "$D/ok.bin" --a2a sideways
+expect a2a-overlap "--a2a-overlap must be 0 or 1, got 2" -- run "$D/good.json" "$D/ok.bin" --a2a-overlap 2
+expect comm-timeout "--comm-timeout must be >= 0 seconds" -- run "$D/good.json" "$D/ok.bin" --comm-timeout -1
 expect a2a-chunks "a2a-chunks must be positive" -- run "$D/good.json" "$D/ok.bin" --a2a-chunks -1
 expect dtype "--dtype must be fp32, bf16 or fp16" -- run "$D/good.json" "$D/ok.bin" --dtype fp8
 expect zero "--zero must be 0 or 1, got \"2\"" -- run "$D/good.json" "$D/ok.bin" --zero 2

@@ -87,7 +87,7 @@ static int chunk_final(const exchange *x, const float *recv, int k, int C) {
     return 1;
 }
 
-static const char *algo_name(enum dist_a2a_algo a) { return a == DIST_A2A_FLAT ? "flat" : "hier"; }
+static const char *algo_name(enum dist_a2a_algo a) { return dist_a2a_name(a); }
 
 static void check_exchange(dist_comm *c, const exchange *x, const char *what) {
     // Counts travel first, as in the MoE layer.
@@ -101,12 +101,14 @@ static void check_exchange(dist_comm *c, const exchange *x, const char *what) {
     float *flat = recv_buffer(x);
     dist_alltoallv(c, DIST_A2A_FLAT, x->send, x->send_counts, flat, x->recv_counts, x->width);
     TU_CHECK(same(flat, x->want, n_floats), "%s: flat differs from the definition", what);
-    float *hier = recv_buffer(x);
-    dist_alltoallv(c, DIST_A2A_HIER, x->send, x->send_counts, hier, x->recv_counts, x->width);
-    TU_CHECK(same(hier, flat, n_floats), "%s: hierarchical differs from flat", what);
-    free(hier);
+    for (int algo = 1; algo < DIST_A2A_ALGOS; algo++) {
+        float *hier = recv_buffer(x);
+        dist_alltoallv(c, algo, x->send, x->send_counts, hier, x->recv_counts, x->width);
+        TU_CHECK(same(hier, flat, n_floats), "%s: %s differs from flat", what, algo_name(algo));
+        free(hier);
+    }
     int chunks[] = {1, 2, 3, 5};
-    for (int algo = 0; algo < 2; algo++)
+    for (int algo = 0; algo < DIST_A2A_ALGOS; algo++)
         for (int ci = 0; ci < 4; ci++) {
             int C = chunks[ci];
             float *got = recv_buffer(x);
@@ -123,9 +125,24 @@ static void check_exchange(dist_comm *c, const exchange *x, const char *what) {
                      algo_name(algo), C);
             free(got);
         }
+    // Opened, then posted chunk by chunk (a return trip) with polling in between.
+    for (int algo = 0; algo < DIST_A2A_ALGOS; algo++) {
+        int C = 3;
+        float *got = recv_buffer(x);
+        dist_a2a *h =
+            dist_a2a_open(c, algo, x->send, x->send_counts, got, x->recv_counts, x->width, C);
+        for (int k = 0; k < C; k++) {
+            dist_a2a_post(h, k);
+            dist_a2a_progress(h);
+        }
+        dist_a2a_end(h);
+        TU_CHECK(same(got, flat, n_floats), "%s: %s posted by chunks differs from flat", what,
+                 algo_name(algo));
+        free(got);
+    }
     // Polling alone (no blocking wait) must bring every chunk home: that is what lets a
     // caller compute while chunks travel. 20 s is far beyond any exchange here.
-    for (int algo = 0; algo < 2; algo++) {
+    for (int algo = 0; algo < DIST_A2A_ALGOS; algo++) {
         int C = 3;
         float *got = recv_buffer(x);
         dist_a2a *h = dist_a2a_begin(c, algo, x->send, x->send_counts, got, x->recv_counts,
@@ -144,7 +161,7 @@ static void check_exchange(dist_comm *c, const exchange *x, const char *what) {
         free(got);
     }
     // Waiting only for the last chunk (or only ending) must also finish everything.
-    for (int algo = 0; algo < 2; algo++) {
+    for (int algo = 0; algo < DIST_A2A_ALGOS; algo++) {
         float *got = recv_buffer(x);
         dist_a2a *h =
             dist_a2a_begin(c, algo, x->send, x->send_counts, got, x->recv_counts, x->width, 4);
@@ -162,8 +179,34 @@ static void check_exchange(dist_comm *c, const exchange *x, const char *what) {
 static void check_traffic(dist_comm *c, const exchange *x, const char *what) {
     int n = x->n;
     uint64_t rb = x->width * sizeof(float);
-    int64_t flat_msgs = 0, flat_bytes = 0, hier_msgs = 0;
+    int64_t flat_msgs = 0, flat_bytes = 0, hier_msgs = 0, d2_msgs = 0;
     int N = dist_n_nodes(c);
+    // 2d: rank (a, l) sends rank (b, l) one message with every (a, i) -> (b, l) row,
+    // when the nodes are of one size (else it runs flat).
+    int equal = N > 1;
+    for (int i = 0; i < n; i++) {
+        int mi = 0, m0 = 0;
+        for (int j = 0; j < n; j++) {
+            mi += dist_node_of(c, j) == dist_node_of(c, i);
+            m0 += dist_node_of(c, j) == 0;
+        }
+        equal &= mi == m0;
+    }
+    for (int p = 0; p < n && equal; p++)
+        for (int b = 0; b < N; b++) {
+            if (b == dist_node_of(c, p)) continue;
+            int lp = 0;  // p's index in its node
+            for (int j = 0; j < p; j++) lp += dist_node_of(c, j) == dist_node_of(c, p);
+            int64_t rows = 0;
+            for (int i = 0; i < n; i++) {
+                if (dist_node_of(c, i) != dist_node_of(c, p)) continue;
+                for (int j = 0, lj = 0; j < n; j++) {
+                    if (dist_node_of(c, j) != b) continue;
+                    if (lj++ == lp) rows += x->cnt[i * n + j];
+                }
+            }
+            d2_msgs += rows > 0;
+        }
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++)
             if (dist_node_of(c, i) != dist_node_of(c, j) && x->cnt[i * n + j]) {
@@ -180,9 +223,9 @@ static void check_traffic(dist_comm *c, const exchange *x, const char *what) {
             hier_msgs += a != b && rows > 0;
         }
     float *r = recv_buffer(x);
-    int64_t got[2]
+    int64_t got[DIST_A2A_ALGOS]
                [4];  // per algorithm: inter msgs sent, inter bytes sent, inter msgs/bytes received
-    for (int algo = 0; algo < 2; algo++) {
+    for (int algo = 0; algo < DIST_A2A_ALGOS; algo++) {
         dist_traffic_reset(c);
         dist_alltoallv(c, algo, x->send, x->send_counts, r, x->recv_counts, x->width);
         dist_traffic t;
@@ -202,8 +245,11 @@ static void check_traffic(dist_comm *c, const exchange *x, const char *what) {
     TU_CHECK(got[1][0] == hier_msgs && got[1][2] == hier_msgs,
              "%s: hier inter msgs %lld, want %lld", what, (long long)got[1][0],
              (long long)hier_msgs);
+    if (!equal) d2_msgs = flat_msgs;
+    TU_CHECK(got[2][0] == d2_msgs && got[2][2] == d2_msgs, "%s: 2d inter msgs %lld, want %lld",
+             what, (long long)got[2][0], (long long)d2_msgs);
     // The same rows cross node boundaries either way.
-    for (int algo = 0; algo < 2; algo++)
+    for (int algo = 0; algo < DIST_A2A_ALGOS; algo++)
         TU_CHECK(got[algo][1] == flat_bytes && got[algo][3] == flat_bytes,
                  "%s: %s inter bytes %lld, want %lld", what, algo_name(algo),
                  (long long)got[algo][1], (long long)flat_bytes);
