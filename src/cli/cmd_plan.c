@@ -98,7 +98,7 @@ static int calibrate(const char *config, const char *out, int B, int T) {
     cl.nodes = 1, cl.ranks_per_node = 1, cl.oversubscription = 1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     fprintf(stderr, "plan: timing GEMMs on %ld cores...\n", cores);
-    plan_calibrate_compute(&cl, c, B, T, (int)(cores > 0 ? cores : 1), 45);
+    plan_calibrate_compute(&cl, c, B, T, (int)(cores > 0 ? cores : 1), 60);
     double bw = 0, lat = 0;
     fprintf(stderr, "plan: probing links with mpirun -np 2...\n");
     if (probe_links(&bw, &lat) != BG_OK) {

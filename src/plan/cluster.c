@@ -10,6 +10,12 @@
 #include <string.h>
 
 static const char *dtype_names[PLAN_NDTYPES] = {"fp32", "bf16", "fp16", "fp8"};
+static const char *class_names[PLAN_GEMM_CLASSES] = {"skinny", "medium", "square"};
+
+plan_gemm_class plan_gemm_class_of(double M, double K, double N) {
+    double ai = M * K * N / (2 * (M * K + K * N + M * N));
+    return ai < 20 ? PLAN_GEMM_SKINNY : ai < 60 ? PLAN_GEMM_MEDIUM : PLAN_GEMM_SQUARE;
+}
 
 const char *plan_dtype_name(plan_dtype d) { return d < PLAN_NDTYPES ? dtype_names[d] : "?"; }
 
@@ -90,7 +96,7 @@ static int parse_curve(plan_gemm_curve *g, const cJSON *arr, const char *dt, con
 
 static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
     static const char *const top[] = {"name", "sources", "notes", "assumptions", "nodes", "ranks_per_node",
-        "cores_per_rank", "peak_flops", "gemm", "gemm_efficiency", "attention_efficiency",
+        "cores_per_rank", "peak_flops", "gemm", "gemm_efficiency", "attention_efficiency", "attention_rate",
         "memory_per_node", "memory_bandwidth", "intra_node", "inter_node", "topology", NULL};
     static const char *const link[] = {"bandwidth", "latency", NULL};
     static const char *const topo[] = {"supernode_nodes", "oversubscription", NULL};
@@ -116,9 +122,29 @@ static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
         for (const cJSON *v = gemm->child; v; v = v->next) {
             plan_dtype d = PLAN_FP32;
             plan_dtype_parse(v->string, &d);
-            if (parse_curve(&c->gemm[d], v, v->string, origin)) return BG_ERR;
             if (!(c->peak[d] > 0)) return bg_error("%s: \"gemm.%s\" without \"peak_flops.%s\"", origin, v->string, v->string);
+            if (cJSON_IsArray(v)) {  // one curve for every class
+                if (parse_curve(&c->gemm[d][PLAN_GEMM_MEDIUM], v, v->string, origin)) return BG_ERR;
+                continue;
+            }
+            if (!cJSON_IsObject(v)) return bg_error("%s: \"gemm.%s\" must be a list or an object of classes", origin, v->string);
+            for (const cJSON *k = v->child; k; k = k->next) {
+                int cls = -1;
+                for (int i = 0; i < PLAN_GEMM_CLASSES; i++)
+                    if (!strcmp(k->string, class_names[i])) cls = i;
+                if (cls < 0) return bg_error("%s: unknown key \"gemm.%s.%s\" (skinny, medium, square)", origin, v->string, k->string);
+                char where[32];
+                snprintf(where, sizeof where, "%s.%s", v->string, k->string);
+                if (parse_curve(&c->gemm[d][cls], k, where, origin)) return BG_ERR;
+            }
         }
+    }
+    const cJSON *att;
+    if (get_object(root, "attention_rate", origin, 0, &att)) return BG_ERR;
+    if (att) {
+        if (parse_dtype_keys(att, "attention_rate", origin)) return BG_ERR;
+        for (int d = 0; d < PLAN_NDTYPES; d++)
+            if (get_num(att, dtype_names[d], "attention_rate.", origin, 0, 1, &c->attention_rate[d])) return BG_ERR;
     }
     c->gemm_efficiency = 0.7;
     c->attention_efficiency = 0.5;
@@ -176,7 +202,7 @@ int plan_cluster_load(plan_cluster *c, const char *path) {
 }
 
 char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
-    cJSON *root = cJSON_CreateObject(), *peak = cJSON_CreateObject(), *gemm = cJSON_CreateObject();
+    cJSON *root = cJSON_CreateObject(), *peak = cJSON_CreateObject(), *gemm = cJSON_CreateObject(), *att = NULL;
     cJSON_AddStringToObject(root, "name", c->name);
     if (source_note) cJSON_AddStringToObject(root, "sources", source_note);
     cJSON_AddNumberToObject(root, "nodes", c->nodes);
@@ -184,15 +210,25 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
     cJSON_AddNumberToObject(root, "cores_per_rank", c->cores_per_rank);
     for (int d = 0; d < PLAN_NDTYPES; d++) {
         if (c->peak[d] > 0) cJSON_AddNumberToObject(peak, dtype_names[d], c->peak[d]);
-        if (!c->gemm[d].n) continue;
-        cJSON *arr = cJSON_AddArrayToObject(gemm, dtype_names[d]);
-        for (int i = 0; i < c->gemm[d].n; i++) {
-            cJSON *p = cJSON_CreateArray();
-            cJSON_AddItemToArray(p, cJSON_CreateNumber(c->gemm[d].flops[i]));
-            cJSON_AddItemToArray(p, cJSON_CreateNumber(c->gemm[d].rate[i]));
-            cJSON_AddItemToArray(arr, p);
+        if (c->attention_rate[d] > 0) {
+            if (!att) att = cJSON_CreateObject();
+            cJSON_AddNumberToObject(att, dtype_names[d], c->attention_rate[d]);
+        }
+        cJSON *classes = NULL;
+        for (int k = 0; k < PLAN_GEMM_CLASSES; k++) {
+            const plan_gemm_curve *g = &c->gemm[d][k];
+            if (!g->n) continue;
+            if (!classes) classes = cJSON_AddObjectToObject(gemm, dtype_names[d]);
+            cJSON *arr = cJSON_AddArrayToObject(classes, class_names[k]);
+            for (int i = 0; i < g->n; i++) {
+                cJSON *p = cJSON_CreateArray();
+                cJSON_AddItemToArray(p, cJSON_CreateNumber(g->flops[i]));
+                cJSON_AddItemToArray(p, cJSON_CreateNumber(g->rate[i]));
+                cJSON_AddItemToArray(arr, p);
+            }
         }
     }
+    if (att) cJSON_AddItemToObject(root, "attention_rate", att);
     cJSON_AddItemToObject(root, "peak_flops", peak);
     cJSON_AddItemToObject(root, "gemm", gemm);
     cJSON_AddNumberToObject(root, "gemm_efficiency", c->gemm_efficiency);
@@ -212,9 +248,17 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
     return s;
 }
 
-double plan_gemm_rate(const plan_cluster *c, plan_dtype d, double flops) {
-    const plan_gemm_curve *g = &c->gemm[d];
-    if (!g->n) return c->peak[d] * c->gemm_efficiency;
+double plan_gemm_rate(const plan_cluster *c, plan_dtype d, double M, double K, double N) {
+    // The shape's class, else the nearest class with a curve.
+    int cls = plan_gemm_class_of(M, K, N);
+    const plan_gemm_curve *g = NULL;
+    for (int dist = 0; dist < PLAN_GEMM_CLASSES && !g; dist++)
+        for (int s = -1; s <= 1 && !g; s += 2) {
+            int k = cls + s * dist;
+            if (k >= 0 && k < PLAN_GEMM_CLASSES && c->gemm[d][k].n) g = &c->gemm[d][k];
+        }
+    if (!g) return c->peak[d] * c->gemm_efficiency;
+    double flops = 2 * M * K * N;
     if (flops <= g->flops[0]) return g->rate[0];
     if (flops >= g->flops[g->n - 1]) return g->rate[g->n - 1];
     int i = 1;

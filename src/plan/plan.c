@@ -92,8 +92,9 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
     double share = (double)cl->ranks_per_node / R;
     if (share != 1) {
         for (int d = 0; d < PLAN_NDTYPES; d++) {
-            scaled.peak[d] *= share;
-            for (int i = 0; i < scaled.gemm[d].n; i++) scaled.gemm[d].rate[i] *= share;
+            scaled.peak[d] *= share, scaled.attention_rate[d] *= share;
+            for (int k = 0; k < PLAN_GEMM_CLASSES; k++)
+                for (int i = 0; i < scaled.gemm[d][k].n; i++) scaled.gemm[d][k].rate[i] *= share;
         }
         scaled.mem_bw *= share;
     }

@@ -15,7 +15,7 @@ typedef struct {
 static void gemm(gemm_acc *g, double M, double K, double N, double count) {
     if (M <= 0 || K <= 0 || N <= 0 || count <= 0) return;
     double f = 2 * M * K * N;
-    g->gemm_s += count * f / plan_gemm_rate(g->cl, g->dt, f);
+    g->gemm_s += count * f / plan_gemm_rate(g->cl, g->dt, M, K, N);
     g->flops += count * f;
 }
 
@@ -114,8 +114,10 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
         mem_bytes += cast * (2 * N * C + N * 3 * C / tp) * 2;
         double hd = C / c->num_attention_heads;
         double core_fwd = 2 * N * T * C / tp, core = core_fwd * (1 + 2.5) + rec * core_fwd;
-        double tile = 2 * T * T * hd;
-        attn_s += core / (plan_gemm_rate(cl, l->dtype, tile) * cl->attention_efficiency);
+        double rate = cl->attention_rate[l->dtype] > 0
+                          ? cl->attention_rate[l->dtype]
+                          : plan_gemm_rate(cl, l->dtype, T, hd, T) * cl->attention_efficiency;
+        attn_s += core / rate;
         attn_flops += core;
         mem_bytes += elem * N * C * (20 + rec * 9);  // norm, RoPE, residual: fwd 9, bwd 11 passes
         // FFN block
