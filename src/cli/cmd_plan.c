@@ -128,7 +128,7 @@ int cmd_plan(int argc, char **argv) {
     const char *recompute = NULL, *out = NULL;
     int P = 1, ep = 0, rpn = 0, B = 8, T = 64, chunks = 1, search = 0, json = 0, cal = 0, top = 10;
     int tp = 1, pp = 1, micro = 1;
-    float capacity = -1, imbalance = 0, ov_grad = 0, ov_a2a = 0;
+    float capacity = -1, imbalance = 0, ov_grad = 0, ov_a2a = 0, a2a_bytes = 4;
     const arg_spec specs[] = {
         {"config", ARG_STR, &config, 0, "model config (JSON)"},
         {"cluster", ARG_STR, &cluster, 0, "cluster file (clusters/*.json)"},
@@ -149,6 +149,7 @@ int cmd_plan(int argc, char **argv) {
         {"micro-batches", ARG_INT, &micro, 0, "analytic only: micro-batches per step (pipeline)"},
         {"overlap-grad", ARG_FLOAT, &ov_grad, 0, "fraction of the gradient reduction hidden (framework; bagualu 0)"},
         {"overlap-a2a", ARG_FLOAT, &ov_a2a, 0, "fraction of the exchange hidden (framework; bagualu 0)"},
+        {"a2a-elem-bytes", ARG_FLOAT, &a2a_bytes, 0, "bytes per exchanged element (framework; bagualu 4)"},
         {"search", ARG_SWITCH, &search, 0, "rank the layouts that fit by predicted tokens/s"},
         {"top", ARG_INT, &top, 0, "--search: layouts printed (default 10)"},
         {"json", ARG_SWITCH, &json, 0, "one JSON object (--search: a list)"},
@@ -172,7 +173,7 @@ int cmd_plan(int argc, char **argv) {
     plan_layout_defaults(&l);
     l.P = P, l.ep = ep, l.ranks_per_node = rpn, l.B = B, l.T = T, l.a2a_chunks = chunks;
     l.capacity = capacity, l.imbalance = imbalance, l.tp = tp, l.pp = pp, l.micro = micro;
-    l.overlap_grad = ov_grad, l.overlap_a2a = ov_a2a;
+    l.overlap_grad = ov_grad, l.overlap_a2a = ov_a2a, l.a2a_elem_bytes = a2a_bytes;
     if (a2a) {
         if (!strcmp(a2a, "flat")) l.a2a = PLAN_A2A_FLAT;
         else if (!strcmp(a2a, "hierarchical")) l.a2a = PLAN_A2A_HIER;
@@ -192,9 +193,9 @@ int cmd_plan(int argc, char **argv) {
         l.recompute = !strcmp(recompute, "block");
     }
     if (ep < 0 || rpn < 0 || chunks < 1 || top < 1 || imbalance < 0 || ov_grad < 0 || ov_grad > 1 ||
-        ov_a2a < 0 || ov_a2a > 1)
+        ov_a2a < 0 || ov_a2a > 1 || !(a2a_bytes > 0))
         return fprintf(stderr, "bagualu: plan: --expert-parallel, --ranks-per-node >= 0, --a2a-chunks, --top >= 1, "
-                               "--imbalance >= 0, --overlap-* in [0,1]\n"), 2;
+                               "--imbalance >= 0, --overlap-* in [0,1], --a2a-elem-bytes > 0\n"), 2;
     model_config cfg;
     plan_cluster cl;
     if (model_config_load(&cfg, config) != BG_OK || plan_cluster_load(&cl, cluster) != BG_OK)

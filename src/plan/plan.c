@@ -34,8 +34,8 @@ static void max_into(memory_report *m, const memory_report *r) {
 }
 
 // One rank's memory as `bagualu train` reports it: each component the largest over the
-// ranks (every rank up to 256; beyond, ranks 0 and P-1 and the first EP group: the
-// ZeRO slices then differ by at most one element).
+// ranks (every rank up to 256; beyond, ranks 0 and P-1: every rank holds E/EP experts
+// and the ZeRO slices differ by at most one element).
 static void plan_memory(memory_report *m, const model_config *c, const plan_layout *l, int ep, int zero) {
     model_options opt = {.attention = MODEL_ATTN_FLASH, .lm_head_chunk = MODEL_LM_HEAD_CHUNK,
                          .loss_scale = 1, .recompute = l->recompute};
@@ -44,9 +44,7 @@ static void plan_memory(memory_report *m, const model_config *c, const plan_layo
     memory_plan_input in = {.B = l->B, .T = l->T, .opt = opt, .dtype = dt, .world_size = P,
                             .ep = ep, .a2a_chunks = l->a2a_chunks, .zero = zero};
     memset(m, 0, sizeof *m);
-    for (int r = 0; r < P; r++) {
-        if (P > 256 && r > 0 && r != P - 1 && r >= ep) continue;
-        if (P > 256 && r > 0 && r < ep && r > 64) continue;
+    for (int r = 0; r < P; r = P > 256 && r < P - 1 ? P - 1 : r + 1) {
         in.world_rank = r;
         memory_report one;
         memory_plan(&one, c, &in);
@@ -65,8 +63,8 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
         return bg_error("--seq-len %d exceeds the model's context %d", l->T, c->max_position_embeddings);
     if (l->tp < 1 || l->pp < 1 || l->micro < 1 || l->P % (l->tp * l->pp))
         return bg_error("tensor x pipeline parallel (%d x %d) must divide --ranks %d", l->tp, l->pp, l->P);
-    if (c->hidden_size % l->tp || c->num_hidden_layers % l->pp)
-        return bg_error("tensor parallel must divide the hidden size, pipeline parallel the layers");
+    if (c->hidden_size % l->tp || l->pp > c->num_hidden_layers)
+        return bg_error("tensor parallel must divide the hidden size; pipeline stages at most the layers");
     if (!(cl->peak[l->dtype] > 0)) return bg_error("%s offers no %s rate", cl->name, plan_dtype_name(l->dtype));
     int dp = l->P / (l->tp * l->pp);
     int ep = l->ep;

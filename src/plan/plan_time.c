@@ -63,11 +63,16 @@ static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep
         return imb * (b * f_intra / cl->intra_bw + 2 * (r_in - 1) * b * f_inter / cl->intra_bw +
                       inter_s(cl, R * b * f_inter, g)) +
                (3 * (r_in - 1)) * li + (g - 1) * lo;
-    case PLAN_A2A_2D:
-        // Intra-node all-to-all to the rank that owns the destination's column, then an
-        // all-to-all among the same local rank of every node.
-        return imb * (b * (r_in - 1) / r_in / cl->intra_bw + inter_s(cl, R * b * (g - 1) / g, g)) +
-               (r_in - 1) * li + (g - 1) * lo;
+    case PLAN_A2A_2D: {
+        // Two dimensions: first among the group's ranks of one supernode (one node's
+        // where the cluster has no supernodes), to the rank that shares the
+        // destination's position, then among those positions across the supernodes.
+        int S = cl->supernode_nodes > 0 ? cl->supernode_nodes : 1;
+        double d1 = fmin(ep, (double)r_in * S), d2 = ceil(ep / d1);
+        double t1 = b * (r_in - 1) / d1 / cl->intra_bw + R * b * (d1 - r_in) / d1 / cl->inter_bw;
+        double t2 = d2 > 1 ? R * b * (d2 - 1) / d2 * (S > 1 ? cl->oversubscription : 1) / cl->inter_bw : 0;
+        return imb * (t1 + t2) + (r_in - 1) * li + (d1 - r_in) * lo + (d2 - 1) * lo;
+    }
     default:
         return imb * fmax(b * f_intra / cl->intra_bw, inter_s(cl, R * b * f_inter, g)) +
                (r_in - 1) * li + (ep - r_in) * lo;
@@ -94,8 +99,8 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     const int swiglu = c->hidden_act == FFN_SWIGLU, rec = l->recompute == MODEL_RECOMPUTE_BLOCK;
     const double in_mult = swiglu ? 2 : 1;  // w_in holds gate and up for SwiGLU
     const float cf = l->capacity >= 0 ? l->capacity : c->capacity_factor;
-    const double elem = 4;                  // activations and exchanged rows are fp32
-    const double row_bytes = C * elem;
+    const double elem = 4;                  // activations are fp32
+    const double row_bytes = C * (l->a2a_elem_bytes > 0 ? l->a2a_elem_bytes : 4);
     gemm_acc g = {cl, l->dtype, 0, 0}, g32 = {cl, cl->peak[PLAN_FP32] > 0 ? PLAN_FP32 : l->dtype, 0, 0};
     gemm_acc ge = g;
     double mem_bytes = 0, attn_s = 0, attn_flops = 0, a2a_s = 0, a2a_inter = 0, a2a_intra = 0;
@@ -124,15 +129,18 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
         mem_bytes += elem * N * C * (11 + rec * 5);
         double act_fwd = swiglu ? 3 : 2, act_bwd = swiglu ? 5 : 3;
         if (model_layer_is_moe(c, layer)) {
-            double Im = c->moe_intermediate_size, rows = imb * keep * N * k * EP / E;
+            // With tensor parallelism (sequence parallel, expert TP 1: Megatron's MoE
+            // folding) each rank of a TP group routes 1/tp of the tokens.
+            double Nm = N / tp;
+            double Im = c->moe_intermediate_size, rows = imb * keep * Nm * k * EP / E;
             int local = E / EP;
-            gemm(&g32, N, C, E, 3 + rec);  // the router: fp32 whatever --dtype says
+            gemm(&g32, Nm, C, E, 3 + rec);  // the router: fp32 whatever --dtype says
             gemm(&ge, rows, C, in_mult * Im, (3 + rec) * local);
             gemm(&ge, rows, Im, C, (3 + rec) * local);
             double R_all = rows * local;
             mem_bytes += cast * R_all * (2 * C + Im) * 2;
             mem_bytes += elem * R_all * Im * (act_fwd * (1 + rec) + act_bwd);
-            mem_bytes += elem * (N * E * (6 + 3 * rec) + N * k * C * (7 + 3 * rec) + 2 * N * C);
+            mem_bytes += elem * (Nm * E * (6 + 3 * rec) + Nm * k * C * (7 + 3 * rec) + 2 * Nm * C);
             if (c->num_shared_experts > 0) {
                 double Is = Im * c->num_shared_experts;
                 gemm(&g, N, C, in_mult * Is / tp, 3 + rec);
@@ -140,7 +148,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
                 mem_bytes += elem * N * Is / tp * (act_fwd * (1 + rec) + act_bwd);
             }
             if (EP > 1) {
-                double b = N * k * keep * row_bytes, trips = 4 + 2 * rec;
+                double b = Nm * k * keep * row_bytes, trips = 4 + 2 * rec;
                 a2a_s += trips * a2a_trip_s(cl, l->a2a, b, EP, r_in, R, imb);
                 // the count exchange and the balance statistics' all-reduce
                 a2a_s += (r_in - 1) * cl->intra_lat + (EP - r_in) * cl->inter_lat;

@@ -24,6 +24,7 @@ typedef struct {
     // gradient reduction and of the exchange hidden behind compute by the framework.
     int tp, pp, micro;
     double overlap_grad, overlap_a2a;
+    double a2a_elem_bytes;  // bytes per exchanged element (0: 4, bagualu's fp32 rows)
 } plan_layout;
 
 void plan_layout_defaults(plan_layout *l);
