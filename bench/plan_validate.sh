@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Predicted (bagualu plan) vs measured (bagualu train) step time and peak resident
 # memory on this machine, after one calibration (bagualu plan --calibrate at M1's
-# shapes). Configurations: M1, M2, tiny_moe, and M2 variants (dense, fine-grained 64
+# shapes, one thread: the rate of one rank under mpirun; P = 1 runs all cores and the
+# planner scales the rates by the cores). Configurations: M1, M2, tiny_moe, and M2 variants (dense, fine-grained 64
 # experts of width 128 top-4, switch gate top-1, SWIPE, capacity 1.0, bf16) at P = 1,
 # 2, 4 ranks on one box (P > 1: 1 thread per rank under mpirun, oversubscribed beyond
 # the cores; the planner gives each rank its share of the node).
@@ -38,7 +39,7 @@ PY
 ROWS=${ROWS:-"tiny_moe:32:4: m1:128:2: m2:128:2: m2_bf16:128:2:--dtype_bf16 m2_dense:128:2: m2_fine:128:2: m2_switch:128:2: m2_swipe:128:2: m2_cap1:128:2:"}
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; commit $(git -C "$ROOT" rev-parse --short HEAD); load $(cut -d' ' -f1-3 /proc/loadavg)"
 t0=$(date +%s)
-"$BIN" plan --calibrate --config "$D/m1.json" --batch-size 2 --seq-len 128 --out "$D/this.json" 2>"$D/cal.err" || { cat "$D/cal.err"; exit 1; }
+"$BIN" plan --calibrate --threads 1 --config "$D/m1.json" --batch-size 2 --seq-len 128 --out "$D/this.json" 2>"$D/cal.err" || { cat "$D/cal.err"; exit 1; }
 echo "calibration: $(tail -1 "$D/cal.err" | sed 's/^plan: //') in $(( $(date +%s) - t0 )) s"
 median() { grep -o "\"step_s\":[0-9.e+-]*" "$1" | cut -d: -f2 | tail -n +3 | sort -g |
            awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }

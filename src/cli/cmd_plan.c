@@ -85,7 +85,7 @@ static int probe_links(double *bw, double *lat) {
     return got == 2 && rc == 0 && *bw > 0 ? BG_OK : BG_ERR;
 }
 
-static int calibrate(const char *config, const char *out, int B, int T) {
+static int calibrate(const char *config, const char *out, int B, int T, int threads) {
     model_config cfg, *c = NULL;
     if (config) {
         if (model_config_load(&cfg, config) != BG_OK) return fprintf(stderr, "bagualu: %s\n", bg_last_error()), 2;
@@ -95,10 +95,14 @@ static int calibrate(const char *config, const char *out, int B, int T) {
     plan_cluster cl;
     memset(&cl, 0, sizeof cl);
     snprintf(cl.name, sizeof cl.name, "this machine (bagualu plan --calibrate)");
-    cl.nodes = 1, cl.ranks_per_node = 1, cl.oversubscription = 1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    fprintf(stderr, "plan: timing GEMMs on %ld cores...\n", cores);
-    plan_calibrate_compute(&cl, c, B, T, (int)(cores > 0 ? cores : 1), 60);
+    if (cores < 1) cores = 1;
+    // Rates per rank of `threads` cores: the file states cores/threads ranks per node
+    // (the planner scales to other counts by the cores a rank gets).
+    if (threads <= 0 || threads > cores) threads = (int)cores;
+    cl.nodes = 1, cl.ranks_per_node = (int)(cores / threads), cl.oversubscription = 1;
+    fprintf(stderr, "plan: timing GEMMs on %d of %ld cores...\n", threads, cores);
+    plan_calibrate_compute(&cl, c, B, T, threads, 60);
     double bw = 0, lat = 0;
     fprintf(stderr, "plan: probing links with mpirun -np 2...\n");
     if (probe_links(&bw, &lat) != BG_OK) {
@@ -127,7 +131,7 @@ int cmd_plan(int argc, char **argv) {
     const char *config = NULL, *cluster = NULL, *a2a = NULL, *dtype = NULL, *zero = NULL;
     const char *recompute = NULL, *out = NULL;
     int P = 1, ep = 0, rpn = 0, B = 8, T = 64, chunks = 1, search = 0, json = 0, cal = 0, top = 10;
-    int tp = 1, pp = 1, micro = 1;
+    int tp = 1, pp = 1, micro = 1, threads = 0;
     float capacity = -1, imbalance = 0, ov_grad = 0, ov_a2a = 0, a2a_bytes = 4;
     const arg_spec specs[] = {
         {"config", ARG_STR, &config, 0, "model config (JSON)"},
@@ -155,6 +159,7 @@ int cmd_plan(int argc, char **argv) {
         {"json", ARG_SWITCH, &json, 0, "one JSON object (--search: a list)"},
         {"calibrate", ARG_SWITCH, &cal, 0, "measure this machine and write --out"},
         {"out", ARG_STR, &out, 0, "--calibrate: the cluster file to write"},
+        {"threads", ARG_INT, &threads, 0, "--calibrate: cores per rank (default: all; 1 for mpirun's one thread per rank)"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
     if (args_help(specs, n, argc, argv, "plan",
@@ -166,7 +171,7 @@ int cmd_plan(int argc, char **argv) {
     }
     if (cal) {
         if (!out) return fprintf(stderr, "bagualu: plan: --calibrate needs --out FILE\n"), 2;
-        return calibrate(config, out, B, T);
+        return calibrate(config, out, B, T, threads);
     }
     if (!config || !cluster) return fprintf(stderr, "bagualu: plan: --config and --cluster are required\n"), 2;
     plan_layout l;
