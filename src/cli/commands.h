@@ -12,4 +12,6 @@ int cmd_export(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_plan_probe(int argc, char **argv);  // hidden: the MPI link probe of plan --calibrate
 #endif

@@ -23,6 +23,8 @@ static const verb verbs[] = {
     {"inspect", cmd_inspect, "print a checkpoint's config, step, parameter counts and checksum status"},
     {"eval", cmd_eval, "print a checkpoint's loss and perplexity on a token shard"},
     {"generate", cmd_generate, "sample text from a checkpoint (KV cache; temperature, top-k, top-p)"},
+    {"plan", cmd_plan, "predict a run's memory and step time on a cluster; search layouts; calibrate"},
+    {"plan-probe", cmd_plan_probe, NULL},  // hidden: run by plan --calibrate under mpirun
 };
 
 // The library's fixed workspaces did not fit: one line, and the exit code 3 that
@@ -35,7 +37,7 @@ static void out_of_memory(size_t bytes) {
 static void usage(FILE *f) {
     fprintf(f, "usage: bagualu <command> [flags]    (bagualu <command> --help for flags)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
-        fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
+        if (verbs[i].summary) fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
 }
 
 int main(int argc, char **argv) {
@@ -50,8 +52,8 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
         if (strcmp(argv[1], verbs[i].name) == 0) {
-            // Training may run under mpirun; the other verbs are single-process tools.
-            int parallel = !strcmp(verbs[i].name, "train");
+            // Training (and the planner's link probe) may run under mpirun; the other verbs are single-process tools.
+            int parallel = !strcmp(verbs[i].name, "train") || !strcmp(verbs[i].name, "plan-probe");
             if (parallel) dist_init(&argc, &argv);
             int rc = verbs[i].run(argc - 2, argv + 2);
             // The verb printed the error; running out of memory exits 3 whatever the verb.

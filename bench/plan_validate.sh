@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Predicted (bagualu plan) vs measured (bagualu train) step time and peak resident
+# memory on this machine, after one calibration (bagualu plan --calibrate at M1's
+# shapes, one thread: the rate of one rank under mpirun; P = 1 runs all cores and the
+# planner scales the rates by the cores). Configurations: M1, M2, tiny_moe, and M2 variants (dense, fine-grained 64
+# experts of width 128 top-4, switch gate top-1, SWIPE, capacity 1.0, bf16) at P = 1,
+# 2, 4 ranks on one box (P > 1: 1 thread per rank under mpirun, oversubscribed beyond
+# the cores; the planner gives each rank its share of the node).
+# Measured step: median over the steps after 2 warm-up steps of one run; peak RSS:
+# rank 0's peak_rss_mib. Predicted RSS = the memory report's total + the process's
+# base (libraries, MPI, thread stacks), taken once from tiny_moe at P=1 (one process)
+# and P=2 (MPI) — those two rows are marked "base" and carry no memory error.
+# Usage: bench/plan_validate.sh [build-dir] [steps]   env: RANKS="1 2 4" CONFIGS="..."
+set -euo pipefail
+BUILD=${1:-build}
+STEPS=${2:-6}
+BIN=$(cd "$BUILD" && pwd)/bagualu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+RANKS=${RANKS:-1 2 4}
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+MPIRUN=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 mpirun --oversubscribe)
+python3 - "$ROOT/configs" "$D" <<'PY'
+import json, sys
+src, d = sys.argv[1], sys.argv[2]
+m2 = json.load(open(f"{src}/m2.json"))
+variants = {
+    "m2_dense": dict(m2, num_local_experts=0),
+    "m2_fine": dict(m2, num_local_experts=64, moe_intermediate_size=128, num_experts_per_tok=4),
+    "m2_switch": dict(m2, router_type="switch", num_experts_per_tok=1, norm_topk_prob=False),
+    "m2_swipe": dict(m2, router_type="swipe"),
+    "m2_cap1": dict(m2, capacity_factor=1.0),
+}
+for k, v in variants.items(): json.dump(v, open(f"{d}/{k}.json", "w"))
+for k in ["m1", "m2", "tiny_moe"]:
+    json.dump(json.load(open(f"{src}/{k}.json")), open(f"{d}/{k}.json", "w"))
+PY
+# name config seq per-rank-batch extra-flags
+ROWS=${ROWS:-"tiny_moe:32:4: m1:128:2: m2:128:2: m2_bf16:128:2:--dtype_bf16 m2_dense:128:2: m2_fine:128:2: m2_switch:128:2: m2_swipe:128:2: m2_cap1:128:2:"}
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; commit $(git -C "$ROOT" rev-parse --short HEAD); load $(cut -d' ' -f1-3 /proc/loadavg)"
+t0=$(date +%s)
+"$BIN" plan --calibrate --threads 1 --config "$D/m1.json" --batch-size 2 --seq-len 128 --out "$D/this.json" 2>"$D/cal.err" || { cat "$D/cal.err"; exit 1; }
+echo "calibration: $(tail -1 "$D/cal.err" | sed 's/^plan: //') in $(( $(date +%s) - t0 )) s"
+median() { grep -o "\"step_s\":[0-9.e+-]*" "$1" | cut -d: -f2 | tail -n +3 | sort -g |
+           awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+: >"$D/rows"
+for row in $ROWS; do
+  IFS=: read -r name seq B extra <<<"$row"
+  cfg=${name%_bf16}
+  extra=${extra//_/ }
+  vocab=$(grep -o '"vocab_size": *[0-9]*' "$D/$cfg.json" | grep -o '[0-9]*$')
+  [ -f "$D/$cfg.bin" ] || "$BIN" synth --vocab "$vocab" --tokens 400000 --out "$D/$cfg.bin" >/dev/null
+  for P in $RANKS; do
+    args=(--config "$D/$cfg.json" --batch-size "$B" --seq-len "$seq" $extra)
+    rm -f "$D/log.jsonl"
+    if [ "$P" = 1 ]; then "$BIN" train "${args[@]}" --data "$D/$cfg.bin" --steps "$STEPS" --log "$D/log.jsonl" >/dev/null 2>&1 || true
+    else "${MPIRUN[@]}" -np "$P" "$BIN" train "${args[@]}" --data "$D/$cfg.bin" --steps "$STEPS" --log "$D/log.jsonl" >/dev/null 2>&1 || true; fi
+    [ -s "$D/log.jsonl" ] || { echo "$name P=$P: train failed"; continue; }
+    meas=$(median "$D/log.jsonl")
+    rss=$(tail -1 "$D/log.jsonl" | grep -o '"peak_rss_mib":[0-9.]*' | cut -d: -f2)
+    pred=$("$BIN" plan "${args[@]}" --cluster "$D/this.json" --ranks "$P" --json)
+    echo "$name $P $meas $rss $pred" >>"$D/rows"
+  done
+done
+python3 - "$D/rows" <<'PY'
+import json, sys
+rows = []
+for line in open(sys.argv[1]):
+    name, P, meas, rss, pred = line.split(" ", 4)
+    rows.append((name, int(P), float(meas), float(rss), json.loads(pred)))
+MiB = 1024 * 1024
+base = {}
+for name, P, meas, rss, p in rows:
+    if name == "tiny_moe" and P in (1, 2): base[P] = rss - p["memory"]["total"] / MiB
+print(f"process base RSS: {base.get(1, 0):.1f} MiB (one process), {base.get(2, 0):.1f} MiB (MPI rank)")
+print(f"{'config':10s} {'P':>2s} {'EP':>3s} {'pred s':>8s} {'meas s':>8s} {'err %':>7s} {'pred MiB':>9s} {'RSS MiB':>8s} {'err %':>7s}  largest predicted terms")
+et, em = [], []
+for name, P, meas, rss, p in rows:
+    b = base.get(1 if P == 1 else 2, 0)
+    pm = p["memory"]["total"] / MiB + b
+    e1 = 100 * (p["step_s"] - meas) / meas
+    e2 = 100 * (pm - rss) / rss
+    et.append(abs(e1))
+    mark = "base" if name == "tiny_moe" and P in (1, 2) else f"{e2:+7.1f}"
+    if mark != "base": em.append(abs(e2))
+    t = p["time"]
+    terms = sorted([(v, k[:-2]) for k, v in t.items() if k not in ("compute_s",) and v > 0], reverse=True)[:3]
+    print(f"{name:10s} {P:2d} {p['layout']['expert_parallel']:3d} {p['step_s']:8.3f} {meas:8.3f} {e1:+7.1f} {pm:9.1f} {rss:8.1f} {mark:>7s}  "
+          + ", ".join(f"{k} {v:.3f}" for v, k in terms))
+print(f"step time |error|: mean {sum(et)/len(et):.1f}%, max {max(et):.1f}% over {len(et)} rows")
+if em: print(f"peak RSS |error|: mean {sum(em)/len(em):.1f}%, max {max(em):.1f}% over {len(em)} rows")
+PY

@@ -1,0 +1,235 @@
+// bagualu plan: predicted memory and step time of a run (src/plan/), the search over
+// layouts, and --calibrate, which writes this machine's cluster file.
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "model/config.h"
+#include "plan/calibrate.h"
+#include "plan/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MIB (1024.0 * 1024.0)
+
+static void print_json(FILE *f, const plan_layout *l, const plan_result *r) {
+    const memory_report *m = &r->mem;
+    fprintf(f, "{\"layout\": {\"ranks\": %d, \"expert_parallel\": %d, \"ranks_per_node\": %d, "
+               "\"batch_size\": %d, \"seq_len\": %d, \"dtype\": \"%s\", \"zero\": %d, \"recompute\": \"%s\", "
+               "\"a2a\": \"%s\", \"a2a_chunks\": %d, \"capacity\": %g, \"tensor_parallel\": %d, "
+               "\"pipeline_parallel\": %d, \"micro_batches\": %d}, ",
+            l->P, r->ep, r->ranks_per_node, l->B, l->T, plan_dtype_name(l->dtype), r->zero,
+            l->recompute ? "block" : "none", plan_a2a_name(l->a2a), l->a2a_chunks, l->capacity,
+            l->tp, l->pp, l->micro);
+    fprintf(f, "\"memory\": {\"params\": %zu, \"grads\": %zu, \"optimizer\": %zu, \"activations\": %zu, "
+               "\"moe_exchange\": %zu, \"moe_exchange_heap_bound\": %zu, \"workspaces\": %zu, "
+               "\"snapshot\": %zu, \"total\": %zu}, \"memory_per_node\": %.0f, \"fits\": %s, ",
+            m->params, m->grads, m->optimizer, m->activations, m->moe_exchange, m->moe_exchange_heap,
+            m->workspaces, m->snapshot, m->total, r->mem_node, r->fits ? "true" : "false");
+    fprintf(f, "\"flops_model\": %.6g, \"flops_executed\": %.6g, \"imbalance\": %.4g, \"time\": {"
+               "\"gemm_dense_s\": %.6g, \"gemm_expert_s\": %.6g, \"gemm_head_s\": %.6g, \"attention_s\": %.6g, "
+               "\"memory_bound_s\": %.6g, \"compute_s\": %.6g, \"a2a_s\": %.6g, \"a2a_hidden_s\": %.6g, "
+               "\"tp_s\": %.6g, \"bubble_s\": %.6g, \"grad_s\": %.6g, \"grad_hidden_s\": %.6g, "
+               "\"optimizer_s\": %.6g}, \"a2a_bytes_inter\": %.6g, \"a2a_bytes_intra\": %.6g, "
+               "\"grad_bytes\": %.6g, \"step_s\": %.6g, \"tokens_per_s\": %.6g, \"mfu\": %.4g}",
+            r->flops_model, r->flops_executed, r->imbalance, r->gemm_dense_s, r->gemm_expert_s,
+            r->gemm_head_s, r->attention_s, r->memory_bound_s, r->compute_s, r->a2a_s, r->a2a_hidden_s,
+            r->tp_s, r->bubble_s, r->grad_s, r->grad_hidden_s, r->optimizer_s, r->a2a_bytes_inter,
+            r->a2a_bytes_intra, r->grad_bytes, r->step_s, r->tokens_per_s, r->mfu);
+}
+
+static void print_text(const plan_cluster *cl, const plan_layout *l, const plan_result *r) {
+    const memory_report *m = &r->mem;
+    printf("layout: P=%d EP=%d ranks/node=%d batch=%dx%d per rank, %s, ZeRO-1 %s, recompute %s, "
+           "a2a %s%s, capacity %g%s\n",
+           l->P, r->ep, r->ranks_per_node, l->B, l->T, plan_dtype_name(l->dtype), r->zero ? "on" : "off",
+           l->recompute ? "block" : "none", plan_a2a_name(l->a2a),
+           l->a2a == PLAN_A2A_2D ? " (modelled only)" : "", l->capacity,
+           l->tp > 1 || l->pp > 1 ? " (TP/PP: analytic only)" : "");
+    if (l->tp > 1 || l->pp > 1) printf("        TP=%d PP=%d micro-batches=%d\n", l->tp, l->pp, l->micro);
+    printf("memory per rank (MiB): parameters %.1f, gradients %.1f, optimizer %.1f, activations %.1f, "
+           "MoE exchange %.1f", m->params / MIB, m->grads / MIB, m->optimizer / MIB, m->activations / MIB,
+           m->moe_exchange / MIB);
+    if (m->moe_exchange_heap) printf(" (+ up to %.1f grown)", m->moe_exchange_heap / MIB);
+    printf(", workspaces %.1f, snapshot %.1f, total %.1f\n", m->workspaces / MIB, m->snapshot / MIB,
+           m->total / MIB);
+    printf("memory per node: %.2f GiB of %.2f GiB: %s\n", r->mem_node / (MIB * 1024),
+           cl->mem_per_node / (MIB * 1024), r->fits ? "fits" : "DOES NOT FIT");
+    printf("FLOPs per rank per step: %.4g (model), %.4g (executed); expert rows max/mean %.3f\n",
+           r->flops_model, r->flops_executed, r->imbalance);
+    printf("time per step (s): GEMM dense %.4g, experts %.4g, LM head %.4g, attention %.4g, "
+           "memory-bound %.4g | all-to-all %.4g (hidden %.4g) | TP %.4g | bubble %.4g | "
+           "gradients %.4g (hidden %.4g) | optimizer %.4g\n",
+           r->gemm_dense_s, r->gemm_expert_s, r->gemm_head_s, r->attention_s, r->memory_bound_s,
+           r->a2a_s, r->a2a_hidden_s, r->tp_s, r->bubble_s, r->grad_s, r->grad_hidden_s, r->optimizer_s);
+    printf("step %.4g s, %.4g tokens/s, MFU %.1f%% (of %s peak)\n", r->step_s, r->tokens_per_s,
+           100 * r->mfu, plan_dtype_name(l->dtype));
+}
+
+// The links: `plan-probe` under mpirun at 2 ranks of this machine.
+static int probe_links(double *bw, double *lat) {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return BG_ERR;
+    self[n] = 0;
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 timeout 60 "
+             "mpirun --oversubscribe -np 2 '%s' plan-probe 2>/dev/null", self);
+    FILE *p = popen(cmd, "r");
+    if (!p) return BG_ERR;
+    int got = fscanf(p, "%lf %lf", bw, lat);
+    int rc = pclose(p);
+    return got == 2 && rc == 0 && *bw > 0 ? BG_OK : BG_ERR;
+}
+
+static int calibrate(const char *config, const char *out, int B, int T, int threads) {
+    model_config cfg, *c = NULL;
+    if (config) {
+        if (model_config_load(&cfg, config) != BG_OK) return fprintf(stderr, "bagualu: %s\n", bg_last_error()), 2;
+        c = &cfg;
+        if (T > cfg.max_position_embeddings) T = cfg.max_position_embeddings;
+    }
+    plan_cluster cl;
+    memset(&cl, 0, sizeof cl);
+    snprintf(cl.name, sizeof cl.name, "this machine (bagualu plan --calibrate)");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    // Rates per rank of `threads` cores: the file states cores/threads ranks per node
+    // (the planner scales to other counts by the cores a rank gets).
+    if (threads <= 0 || threads > cores) threads = (int)cores;
+    cl.nodes = 1, cl.ranks_per_node = (int)(cores / threads), cl.oversubscription = 1;
+    fprintf(stderr, "plan: timing GEMMs on %d of %ld cores...\n", threads, cores);
+    plan_calibrate_compute(&cl, c, B, T, threads, 60);
+    double bw = 0, lat = 0;
+    fprintf(stderr, "plan: probing links with mpirun -np 2...\n");
+    if (probe_links(&bw, &lat) != BG_OK) {
+        fprintf(stderr, "plan: the MPI probe failed; intra-node links set to the memory bandwidth\n");
+        bw = cl.mem_bw / 2, lat = 5e-6;
+    }
+    cl.intra_bw = cl.inter_bw = bw;
+    cl.intra_lat = cl.inter_lat = lat;
+    char *json = plan_cluster_to_json(&cl, "measured by bagualu plan --calibrate");
+    FILE *f = fopen(out, "w");
+    if (!f || fputs(json, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0) {
+        free(json);
+        fprintf(stderr, "bagualu: cannot write %s\n", out);
+        return 1;
+    }
+    free(json);
+    fprintf(stderr, "plan: wrote %s (fp32 peak %.3g, bf16 peak %.3g GFLOP/s, memory %.3g GB/s, "
+                    "links %.3g GB/s, %.3g us)\n", out, cl.peak[PLAN_FP32] / 1e9, cl.peak[PLAN_BF16] / 1e9,
+            cl.mem_bw / 1e9, bw / 1e9, lat * 1e6);
+    return 0;
+}
+
+int cmd_plan_probe(int argc, char **argv) { return plan_probe(argc, argv); }
+
+int cmd_plan(int argc, char **argv) {
+    const char *config = NULL, *cluster = NULL, *a2a = NULL, *dtype = NULL, *zero = NULL;
+    const char *recompute = NULL, *out = NULL;
+    int P = 1, ep = 0, rpn = 0, B = 8, T = 64, chunks = 1, search = 0, json = 0, cal = 0, top = 10;
+    int tp = 1, pp = 1, micro = 1, threads = 0;
+    float capacity = -1, imbalance = 0, ov_grad = 0, ov_a2a = 0, a2a_bytes = 4;
+    const arg_spec specs[] = {
+        {"config", ARG_STR, &config, 0, "model config (JSON)"},
+        {"cluster", ARG_STR, &cluster, 0, "cluster file (clusters/*.json)"},
+        {"ranks", ARG_INT, &P, 0, "ranks P (default 1)"},
+        {"expert-parallel", ARG_INT, &ep, 0, "expert-parallel degree (default: train's, the largest valid)"},
+        {"ranks-per-node", ARG_INT, &rpn, 0, "ranks per node (default: the cluster's)"},
+        {"a2a", ARG_STR, &a2a, 0, "token exchange: flat, hierarchical or 2d (2d: modelled only)"},
+        {"a2a-chunks", ARG_INT, &chunks, 0, "chunked exchange overlapping the experts (default 1)"},
+        {"batch-size", ARG_INT, &B, 0, "sequences per rank (per micro-batch; default 8; --search: the largest tried)"},
+        {"seq-len", ARG_INT, &T, 0, "tokens per sequence (default 64)"},
+        {"dtype", ARG_STR, &dtype, 0, "GEMM precision: fp32, bf16, fp16 (fp8: paper runs)"},
+        {"zero", ARG_STR, &zero, 0, "ZeRO-1: 0 or 1 (default 1 when P > 1, as train)"},
+        {"recompute", ARG_STR, &recompute, 0, "none or block"},
+        {"capacity", ARG_FLOAT, &capacity, 0, "gate capacity factor (default: the config's)"},
+        {"imbalance", ARG_FLOAT, &imbalance, 0, "expert rows max/mean of a rank (default: the gate's estimate)"},
+        {"tensor-parallel", ARG_INT, &tp, 0, "analytic only: Megatron tensor parallelism"},
+        {"pipeline-parallel", ARG_INT, &pp, 0, "analytic only: 1F1B pipeline stages"},
+        {"micro-batches", ARG_INT, &micro, 0, "analytic only: micro-batches per step (pipeline)"},
+        {"overlap-grad", ARG_FLOAT, &ov_grad, 0, "fraction of the gradient reduction hidden (framework; bagualu 0)"},
+        {"overlap-a2a", ARG_FLOAT, &ov_a2a, 0, "fraction of the exchange hidden (framework; bagualu 0)"},
+        {"a2a-elem-bytes", ARG_FLOAT, &a2a_bytes, 0, "bytes per exchanged element (framework; bagualu 4)"},
+        {"search", ARG_SWITCH, &search, 0, "rank the layouts that fit by predicted tokens/s"},
+        {"top", ARG_INT, &top, 0, "--search: layouts printed (default 10)"},
+        {"json", ARG_SWITCH, &json, 0, "one JSON object (--search: a list)"},
+        {"calibrate", ARG_SWITCH, &cal, 0, "measure this machine and write --out"},
+        {"out", ARG_STR, &out, 0, "--calibrate: the cluster file to write"},
+        {"threads", ARG_INT, &threads, 0, "--calibrate: cores per rank (default: all; 1 for mpirun's one thread per rank)"},
+    };
+    int n = (int)(sizeof specs / sizeof specs[0]);
+    if (args_help(specs, n, argc, argv, "plan",
+                  "Predict a run's per-rank memory and step time on a cluster, or search layouts."))
+        return 0;
+    if (args_parse(specs, n, argc, argv, "plan") != BG_OK) {
+        fprintf(stderr, "bagualu: %s\n", bg_last_error());
+        return 2;
+    }
+    if (cal) {
+        if (!out) return fprintf(stderr, "bagualu: plan: --calibrate needs --out FILE\n"), 2;
+        return calibrate(config, out, B, T, threads);
+    }
+    if (!config || !cluster) return fprintf(stderr, "bagualu: plan: --config and --cluster are required\n"), 2;
+    plan_layout l;
+    plan_layout_defaults(&l);
+    l.P = P, l.ep = ep, l.ranks_per_node = rpn, l.B = B, l.T = T, l.a2a_chunks = chunks;
+    l.capacity = capacity, l.imbalance = imbalance, l.tp = tp, l.pp = pp, l.micro = micro;
+    l.overlap_grad = ov_grad, l.overlap_a2a = ov_a2a, l.a2a_elem_bytes = a2a_bytes;
+    if (a2a) {
+        if (!strcmp(a2a, "flat")) l.a2a = PLAN_A2A_FLAT;
+        else if (!strcmp(a2a, "hierarchical")) l.a2a = PLAN_A2A_HIER;
+        else if (!strcmp(a2a, "2d")) l.a2a = PLAN_A2A_2D;
+        else return fprintf(stderr, "bagualu: plan: --a2a must be flat, hierarchical or 2d, got \"%s\"\n", a2a), 2;
+    }
+    if (dtype && plan_dtype_parse(dtype, &l.dtype) != BG_OK)
+        return fprintf(stderr, "bagualu: plan: --%s\n", bg_last_error()), 2;
+    if (zero) {
+        if (strcmp(zero, "0") && strcmp(zero, "1"))
+            return fprintf(stderr, "bagualu: plan: --zero must be 0 or 1, got \"%s\"\n", zero), 2;
+        l.zero = zero[0] - '0';
+    }
+    if (recompute) {
+        if (strcmp(recompute, "none") && strcmp(recompute, "block"))
+            return fprintf(stderr, "bagualu: plan: --recompute must be none or block, got \"%s\"\n", recompute), 2;
+        l.recompute = !strcmp(recompute, "block");
+    }
+    if (ep < 0 || rpn < 0 || chunks < 1 || top < 1 || imbalance < 0 || ov_grad < 0 || ov_grad > 1 ||
+        ov_a2a < 0 || ov_a2a > 1 || !(a2a_bytes > 0))
+        return fprintf(stderr, "bagualu: plan: --expert-parallel, --ranks-per-node >= 0, --a2a-chunks, --top >= 1, "
+                               "--imbalance >= 0, --overlap-* in [0,1], --a2a-elem-bytes > 0\n"), 2;
+    model_config cfg;
+    plan_cluster cl;
+    if (model_config_load(&cfg, config) != BG_OK || plan_cluster_load(&cl, cluster) != BG_OK)
+        return fprintf(stderr, "bagualu: %s\n", bg_last_error()), 2;
+    if (!search) {
+        plan_result r;
+        if (plan_run(&r, &cfg, &cl, &l) != BG_OK) return fprintf(stderr, "bagualu: plan: %s\n", bg_last_error()), 2;
+        if (json) print_json(stdout, &l, &r), printf("\n");
+        else print_text(&cl, &l, &r);
+        return 0;
+    }
+    plan_layout *ls = malloc(sizeof *ls * top);
+    plan_result *rs = malloc(sizeof *rs * top);
+    if (!ls || !rs) return free(ls), free(rs), fprintf(stderr, "bagualu: out of memory\n"), 3;
+    int found = plan_search(ls, rs, top, &cfg, &cl, &l);
+    if (json) {
+        printf("[");
+        for (int i = 0; i < found; i++) printf(i ? ",\n " : ""), print_json(stdout, &ls[i], &rs[i]);
+        printf("]\n");
+    } else {
+        if (!found) printf("no layout of %d ranks fits %s\n", P, cl.name);
+        printf("%3s %5s %4s %5s %-12s %4s %-5s %8s %10s %10s %12s %6s\n", "#", "EP", "B", "ZeRO", "a2a",
+               "cap", "recmp", "MiB/rank", "GiB/node", "step s", "tokens/s", "MFU%");
+        for (int i = 0; i < found; i++)
+            printf("%3d %5d %4d %5d %-12s %4.3g %-5s %8.1f %10.2f %10.4g %12.5g %6.2f\n", i + 1, rs[i].ep, ls[i].B,
+                   rs[i].zero, plan_a2a_name(ls[i].a2a), ls[i].capacity < 0 ? cfg.capacity_factor : ls[i].capacity,
+                   ls[i].recompute ? "block" : "none", rs[i].mem.total / MIB, rs[i].mem_node / (MIB * 1024),
+                   rs[i].step_s, rs[i].tokens_per_s, 100 * rs[i].mfu);
+    }
+    free(ls), free(rs);
+    return 0;
+}

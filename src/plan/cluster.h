@@ -1,0 +1,53 @@
+#ifndef BG_PLAN_CLUSTER_H
+#define BG_PLAN_CLUSTER_H
+// A cluster file (clusters/*.json): what the planner knows of a machine. Rates are per
+// rank unless named per node; bytes and seconds throughout. docs/PLANNER.md lists the
+// keys, and clusters/ has examples (a calibrated box and the paper runs' machines).
+
+// The GEMM operand precisions the planner prices: bagualu's three plus fp8 (paper
+// runs only: DeepSeek-V3's GEMMs).
+typedef enum { PLAN_FP32 = 0, PLAN_BF16, PLAN_FP16, PLAN_FP8, PLAN_NDTYPES } plan_dtype;
+const char *plan_dtype_name(plan_dtype d);
+int plan_dtype_parse(const char *name, plan_dtype *d);  // BG_ERR (bg_error) if unknown
+
+#define PLAN_GEMM_POINTS 16
+
+// GEMM shape classes by arithmetic intensity MKN / (2(MK + KN + MN)) (FLOPs per byte
+// of fp32 operands and result): skinny (< 20: few rows, e.g. an expert's or the
+// router's), medium (< 60), square. Skinny GEMMs run far below square ones of the
+// same FLOPs on CPUs and GPUs alike.
+typedef enum { PLAN_GEMM_SKINNY = 0, PLAN_GEMM_MEDIUM, PLAN_GEMM_SQUARE, PLAN_GEMM_CLASSES } plan_gemm_class;
+plan_gemm_class plan_gemm_class_of(double M, double K, double N);
+
+// Achieved GEMM rate against the FLOPs of one call (2·M·K·N): the efficiency curve
+// of a shape class, interpolated in log(flops), clamped at both ends.
+typedef struct {
+    int n;
+    double flops[PLAN_GEMM_POINTS], rate[PLAN_GEMM_POINTS];
+} plan_gemm_curve;
+
+typedef struct {
+    char name[96];
+    int nodes, ranks_per_node, cores_per_rank;
+    double peak[PLAN_NDTYPES];          // FLOP/s per rank (0: the dtype is not offered)
+    plan_gemm_curve gemm[PLAN_NDTYPES][PLAN_GEMM_CLASSES];  // none: the nearest class's,
+                                        // or peak · gemm_efficiency
+    double gemm_efficiency;             // the flat fallback's fraction of peak
+    double attention_rate[PLAN_NDTYPES];  // measured FLOP/s of the attention core (0: none)
+    double attention_efficiency;        // else: its rate / the GEMM curve's at a tile
+    double mem_per_node;                // bytes
+    double mem_bw;                      // bytes/s per rank (memory-bound kernels)
+    double intra_bw, intra_lat;         // per rank, inside a node
+    double inter_bw, inter_lat;         // per node (its links), between nodes
+    int supernode_nodes;                // nodes under one non-blocking switch (0: all)
+    double oversubscription;            // above a supernode (1: non-blocking)
+} plan_cluster;
+
+// Parses and validates; every problem is one bg_error line naming the file and key.
+int plan_cluster_parse(plan_cluster *c, const char *json, const char *origin);
+int plan_cluster_load(plan_cluster *c, const char *path);
+// The cluster as JSON text (caller frees); parsing it gives the same cluster.
+char *plan_cluster_to_json(const plan_cluster *c, const char *source_note);
+// The GEMM rate (FLOP/s per rank) of one (M,K)x(K,N) call in dtype d.
+double plan_gemm_rate(const plan_cluster *c, plan_dtype d, double M, double K, double N);
+#endif

@@ -1,0 +1,167 @@
+// The planner: memory from the memory report (the same layout routines the run
+// allocates with), time from plan_time.c, and the search over layouts.
+#include "plan/plan.h"
+#include "core/error.h"
+#include "model/model.h"
+#include "model/params.h"
+#include "plan/plan_time.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *a2a_names[] = {"flat", "hierarchical", "2d"};
+const char *plan_a2a_name(plan_a2a a) { return a <= PLAN_A2A_2D ? a2a_names[a] : "?"; }
+
+void plan_layout_defaults(plan_layout *l) {
+    memset(l, 0, sizeof *l);
+    l->P = 1;
+    l->B = 8, l->T = 64;  // train's defaults
+    l->dtype = PLAN_FP32;
+    l->zero = -1;
+    l->a2a_chunks = 1;
+    l->capacity = -1;
+    l->tp = l->pp = l->micro = 1;
+}
+
+static void max_into(memory_report *m, const memory_report *r) {
+    size_t *a[] = {&m->params, &m->grads, &m->optimizer, &m->activations, &m->moe_exchange,
+                   &m->moe_exchange_heap, &m->workspaces, &m->snapshot, &m->arena, &m->numel, &m->owned};
+    const size_t *b[] = {&r->params, &r->grads, &r->optimizer, &r->activations, &r->moe_exchange,
+                         &r->moe_exchange_heap, &r->workspaces, &r->snapshot, &r->arena, &r->numel, &r->owned};
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
+        if (*b[i] > *a[i]) *a[i] = *b[i];
+    if (r->expert_rows > m->expert_rows) m->expert_rows = r->expert_rows;
+}
+
+// One rank's memory as `bagualu train` reports it: each component the largest over the
+// ranks (every rank up to 256; beyond, ranks 0 and P-1: every rank holds E/EP experts
+// and the ZeRO slices differ by at most one element).
+static void plan_memory(memory_report *m, const model_config *c, const plan_layout *l, int ep, int zero) {
+    model_options opt = {.attention = MODEL_ATTN_FLASH, .lm_head_chunk = MODEL_LM_HEAD_CHUNK,
+                         .loss_scale = 1, .recompute = l->recompute};
+    int P = l->P / (l->tp * l->pp);
+    bg_dtype dt = l->dtype == PLAN_FP32 ? BG_FP32 : l->dtype == PLAN_FP16 ? BG_FP16 : BG_BF16;
+    memory_plan_input in = {.B = l->B, .T = l->T, .opt = opt, .dtype = dt, .world_size = P,
+                            .ep = ep, .a2a_chunks = l->a2a_chunks, .zero = zero};
+    memset(m, 0, sizeof *m);
+    for (int r = 0; r < P; r = P > 256 && r < P - 1 ? P - 1 : r + 1) {
+        in.world_rank = r;
+        memory_report one;
+        memory_plan(&one, c, &in);
+        max_into(m, &one);
+    }
+}
+
+int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, const plan_layout *l) {
+    memset(r, 0, sizeof *r);
+    model_config cfg = *c0, *c = &cfg;
+    if (l->capacity >= 0) c->capacity_factor = l->capacity;
+    const int E = c->num_local_experts;
+    if (l->P < 1) return bg_error("--ranks must be positive, got %d", l->P);
+    if (l->B < 1 || l->T < 1) return bg_error("--batch-size and --seq-len must be positive");
+    if (l->T > c->max_position_embeddings)
+        return bg_error("--seq-len %d exceeds the model's context %d", l->T, c->max_position_embeddings);
+    if (l->tp < 1 || l->pp < 1 || l->micro < 1 || l->P % (l->tp * l->pp))
+        return bg_error("tensor x pipeline parallel (%d x %d) must divide --ranks %d", l->tp, l->pp, l->P);
+    if (c->hidden_size % l->tp || l->pp > c->num_hidden_layers)
+        return bg_error("tensor parallel must divide the hidden size; pipeline stages at most the layers");
+    if (!(cl->peak[l->dtype] > 0)) return bg_error("%s offers no %s rate", cl->name, plan_dtype_name(l->dtype));
+    int dp = l->P / (l->tp * l->pp);
+    int ep = l->ep;
+    if (E > 0 && ep == 0)  // bagualu's default: the largest EP dividing both
+        for (int d = dp < E ? dp : E; d >= 1; d--)
+            if (dp % d == 0 && E % d == 0) { ep = d; break; }
+    if (E == 0 || dp == 1) ep = E == 0 ? 1 : (ep ? ep : 1);
+    if (ep < 1 || ep > dp || dp % ep || (E > 0 && E % ep))
+        return bg_error("expert-parallel degree %d must divide the %d data-parallel ranks and the %d experts", ep, dp, E);
+    if (dp == 1) ep = 1;
+    r->ep = ep;
+    // Ranks per node: the layout's, else the cluster's; a one-node cluster (a
+    // calibrated box) runs every rank on its node.
+    int R = l->ranks_per_node > 0 ? l->ranks_per_node : cl->nodes == 1 ? l->P : cl->ranks_per_node;
+    if (R > l->P) R = l->P;
+    r->ranks_per_node = R;
+    if ((l->P + R - 1) / R > cl->nodes)
+        return bg_error("%d ranks at %d per node need %d nodes; %s has %d", l->P, R, (l->P + R - 1) / R,
+                        cl->name, cl->nodes);
+    // The node's cores and memory bandwidth are shared by its ranks: rates per rank
+    // scale with the cores a rank gets (cluster files state them per rank).
+    plan_cluster scaled = *cl;
+    double share = (double)cl->ranks_per_node / R;
+    if (share != 1) {
+        for (int d = 0; d < PLAN_NDTYPES; d++) {
+            scaled.peak[d] *= share, scaled.attention_rate[d] *= share;
+            for (int k = 0; k < PLAN_GEMM_CLASSES; k++)
+                for (int i = 0; i < scaled.gemm[d][k].n; i++) scaled.gemm[d][k].rate[i] *= share;
+        }
+        scaled.mem_bw *= share;
+    }
+    r->zero = dp > 1 && l->zero != 0;
+    plan_memory(&r->mem, c, l, ep, r->zero);
+    memory_report *m = &r->mem;
+    if (l->tp > 1 || l->pp > 1) {
+        // Analytic: a stage holds L/pp layers' parameters split tp ways and, in a 1F1B
+        // schedule, the activations of up to pp micro-batches, split tp ways.
+        double f = 1.0 / (l->tp * (double)l->pp);
+        m->params = (size_t)(m->params * f), m->grads = (size_t)(m->grads * f);
+        m->optimizer = (size_t)(m->optimizer * f), m->workspaces = (size_t)(m->workspaces * f);
+        m->activations = (size_t)((double)m->activations / l->tp / l->pp * l->pp);
+    }
+    m->total = m->params + m->grads + m->optimizer + m->activations + m->moe_exchange +
+               m->moe_exchange_heap + m->workspaces + m->snapshot;
+    r->mem_node = (double)m->total * r->ranks_per_node;
+    r->fits = r->mem_node <= cl->mem_per_node;
+    size_t numel, dense;
+    int el = E > 0 ? E / ep : 0;
+    param_table_numel_local(c, 0, el, &numel, &dense);
+    double f = 1.0 / (l->tp * (double)l->pp);
+    plan_time(r, c, &scaled, l, (size_t)(dense * f), (size_t)(numel * f), (size_t)(m->owned * f));
+    return BG_OK;
+}
+
+typedef struct {
+    plan_layout l;
+    plan_result r;
+} candidate;
+
+static int by_throughput(const void *a, const void *b) {
+    double x = ((const candidate *)a)->r.tokens_per_s, y = ((const candidate *)b)->r.tokens_per_s;
+    return (x < y) - (x > y);
+}
+
+int plan_search(plan_layout *out, plan_result *res, int max, const model_config *c,
+                const plan_cluster *cl, const plan_layout *base) {
+    int cap = 4096, n = 0;
+    candidate *cand = malloc(sizeof *cand * cap);
+    if (!cand) return 0;
+    const int E = c->num_local_experts, dp = base->P / (base->tp * base->pp);
+    const float caps[] = {-1, 1.0f, 1.25f, 2.0f};
+    for (int ep = 1; ep <= (E > 0 ? dp : 1); ep++) {
+        if (E > 0 && (dp % ep || E % ep)) continue;
+        for (int B = 1; B <= base->B; B *= 2)
+            for (int a2a = 0; a2a < (ep > 1 ? 3 : 1); a2a++)
+                for (int zero = 0; zero < (dp > 1 ? 2 : 1); zero++)
+                    for (int rec = 0; rec < 2; rec++)
+                        for (int ci = 0; ci < (E > 0 ? 4 : 1); ci++) {
+                            if (ci > 0 && caps[ci] == c->capacity_factor) continue;
+                            plan_layout l = *base;
+                            l.ep = ep, l.B = B, l.a2a = (plan_a2a)a2a, l.zero = zero;
+                            l.recompute = rec, l.capacity = ci ? caps[ci] : base->capacity;
+                            candidate x;
+                            memset(&x, 0, sizeof x);
+                            x.l = l;
+                            if (plan_run(&x.r, c, cl, &l) != BG_OK || !x.r.fits) continue;
+                            if (n == cap) {
+                                candidate *g = realloc(cand, sizeof *cand * cap * 2);
+                                if (!g) break;
+                                cand = g, cap *= 2;
+                            }
+                            cand[n++] = x;
+                        }
+    }
+    qsort(cand, n, sizeof *cand, by_throughput);
+    if (n > max) n = max;
+    for (int i = 0; i < n; i++) out[i] = cand[i].l, res[i] = cand[i].r;
+    free(cand);
+    return n;
+}

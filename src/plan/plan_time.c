@@ -1,0 +1,224 @@
+// The analytic time of one training step, term by term as docs/PLANNER.md lists them.
+// Every term is per rank; the step is the slowest rank's (the expert-row imbalance).
+#include "plan/plan_time.h"
+#include "model/model.h"
+
+#include <math.h>
+
+typedef struct {
+    const plan_cluster *cl;
+    plan_dtype dt;
+    double gemm_s, flops;
+} gemm_acc;
+
+// count calls of an (M,K)x(K,N) GEMM, each priced at the curve's rate for its size.
+static void gemm(gemm_acc *g, double M, double K, double N, double count) {
+    if (M <= 0 || K <= 0 || N <= 0 || count <= 0) return;
+    double f = 2 * M * K * N;
+    g->gemm_s += count * f / plan_gemm_rate(g->cl, g->dt, M, K, N);
+    g->flops += count * f;
+}
+
+// Bytes over a node's links: the part leaving the supernode runs at 1/oversubscription
+// of the link rate (the upper fat-tree level), g = nodes the traffic spreads over.
+static double inter_s(const plan_cluster *cl, double node_bytes, double g) {
+    if (node_bytes <= 0) return 0;
+    double t = node_bytes / cl->inter_bw;
+    int sn = cl->supernode_nodes;
+    if (sn > 0 && g > sn && cl->oversubscription > 1) {
+        double beyond = (g - sn) / (g - 1);
+        double t2 = node_bytes * beyond * cl->oversubscription / cl->inter_bw;
+        if (t2 > t) t = t2;
+    }
+    return t;
+}
+
+double plan_allreduce_s(const plan_cluster *cl, int R, double bytes, int n, int m) {
+    if (n <= 1 || bytes <= 0) return 0;
+    if (m < 1) m = 1;
+    if (m > n) m = n;
+    double v = 2.0 * (n - 1) / n * bytes;  // reduce-scatter + all-gather, per rank
+    double v_intra = v * (m - 1) / (n - 1), v_inter = v * (n - m) / (n - 1);
+    double g = ceil((double)n / m);
+    // The ranks of a node that take part share its links (R of them at once).
+    double ranks_on_links = R < m ? m : R;
+    double t = fmax(v_intra / cl->intra_bw, inter_s(cl, v_inter * ranks_on_links, g));
+    return t + 2.0 * (n - 1) * (n > m ? cl->inter_lat : cl->intra_lat);
+}
+
+// One trip of expert rows: b bytes sent per rank in an EP group of `ep` ranks, r_in of
+// them on this node, R ranks per node sharing its links. The receiving side's
+// imbalance scales the bandwidth terms.
+static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep, int r_in, int R,
+                         double imb) {
+    if (ep <= 1 || b <= 0) return 0;
+    double g = ceil((double)ep / r_in);
+    double f_intra = (double)(r_in - 1) / ep, f_inter = (double)(ep - r_in) / ep;
+    double li = cl->intra_lat, lo = cl->inter_lat;
+    if (g <= 1) algo = PLAN_A2A_FLAT;  // inside one node every algorithm is the flat one
+    switch (algo) {
+    case PLAN_A2A_HIER:
+        // Inter-node rows gathered to the node leader, one message per node pair, then
+        // scattered: two intra-node passes of the node's inter bytes through the leader.
+        return imb * (b * f_intra / cl->intra_bw + 2 * (r_in - 1) * b * f_inter / cl->intra_bw +
+                      inter_s(cl, R * b * f_inter, g)) +
+               (3 * (r_in - 1)) * li + (g - 1) * lo;
+    case PLAN_A2A_2D: {
+        // Two dimensions: first among the group's ranks of one supernode (one node's
+        // where the cluster has no supernodes), to the rank that shares the
+        // destination's position, then among those positions across the supernodes.
+        int S = cl->supernode_nodes > 0 ? cl->supernode_nodes : 1;
+        double d1 = fmin(ep, (double)r_in * S), d2 = ceil(ep / d1);
+        double t1 = b * (r_in - 1) / d1 / cl->intra_bw + R * b * (d1 - r_in) / d1 / cl->inter_bw;
+        double t2 = d2 > 1 ? R * b * (d2 - 1) / d2 * (S > 1 ? cl->oversubscription : 1) / cl->inter_bw : 0;
+        return imb * (t1 + t2) + (r_in - 1) * li + (d1 - r_in) * lo + (d2 - 1) * lo;
+    }
+    default:
+        return imb * fmax(b * f_intra / cl->intra_bw, inter_s(cl, R * b * f_inter, g)) +
+               (r_in - 1) * li + (ep - r_in) * lo;
+    }
+}
+
+// Expected max/mean rows a rank receives: uniform independent routing of N·k rows
+// over EP ranks (the largest of EP near-normal loads), none for SWIPE (balanced by
+// construction), capped by the capacity.
+static double gate_imbalance(const model_config *c, int ep, double Nk, float cf) {
+    double imb = 1;
+    const char *gate = model_router_type_name(c->router_type);
+    if (ep > 1 && !(gate && !__builtin_strcmp(gate, "swipe")))
+        imb = 1 + sqrt(2 * log((double)ep) / Nk);
+    if (cf > 0 && imb > cf) imb = cf;
+    return imb;
+}
+
+void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
+               const plan_layout *l, size_t dense, size_t numel, size_t owned) {
+    const int tp = l->tp, pp = l->pp, micro = l->micro, EP = r->ep, R = r->ranks_per_node;
+    const double N = (double)l->B * l->T, T = l->T, C = c->hidden_size, V = c->vocab_size;
+    const int E = c->num_local_experts, k = c->num_experts_per_tok;
+    const int swiglu = c->hidden_act == FFN_SWIGLU, rec = l->recompute == MODEL_RECOMPUTE_BLOCK;
+    const double in_mult = swiglu ? 2 : 1;  // w_in holds gate and up for SwiGLU
+    const float cf = l->capacity >= 0 ? l->capacity : c->capacity_factor;
+    const double elem = 4;                  // activations are fp32
+    const double row_bytes = C * (l->a2a_elem_bytes > 0 ? l->a2a_elem_bytes : 4);
+    gemm_acc g = {cl, l->dtype, 0, 0}, g32 = {cl, cl->peak[PLAN_FP32] > 0 ? PLAN_FP32 : l->dtype, 0, 0};
+    gemm_acc ge = g;
+    double mem_bytes = 0, attn_s = 0, attn_flops = 0, a2a_s = 0, a2a_inter = 0, a2a_intra = 0;
+    double cast = l->dtype == PLAN_FP32 ? 0 : 6;  // bytes per operand element rounded
+    r->imbalance = E > 0 ? (l->imbalance > 0 ? l->imbalance : gate_imbalance(c, EP, N * k, cf)) : 1;
+    r->keep = cf > 0 && cf < 1 ? cf : 1;
+    const double imb = r->imbalance, keep = r->keep;
+    const int L = c->num_hidden_layers, Ls = (L + pp - 1) / pp;  // layers of the (first) stage
+    const int r_in = EP < R ? EP : R;
+    // fwd (1), bwd (2), recompute (+1 forward of the block, less o_proj)
+    for (int layer = 0; layer < Ls; layer++) {
+        // Attention block: qkv, o_proj GEMMs (columns split over tp), the causal core.
+        double fw = 3 + rec;
+        gemm(&g, N, C, 3 * C / tp, fw);
+        gemm(&g, N, C / tp, C, 3);
+        mem_bytes += cast * (2 * N * C + N * 3 * C / tp) * 2;
+        double hd = C / c->num_attention_heads;
+        double core_fwd = 2 * N * T * C / tp, core = core_fwd * (1 + 2.5) + rec * core_fwd;
+        double rate = cl->attention_rate[l->dtype] > 0
+                          ? cl->attention_rate[l->dtype]
+                          : plan_gemm_rate(cl, l->dtype, T, hd, T) * cl->attention_efficiency;
+        attn_s += core / rate;
+        attn_flops += core;
+        mem_bytes += elem * N * C * (20 + rec * 9);  // norm, RoPE, residual: fwd 9, bwd 11 passes
+        // FFN block
+        mem_bytes += elem * N * C * (11 + rec * 5);
+        double act_fwd = swiglu ? 3 : 2, act_bwd = swiglu ? 5 : 3;
+        if (model_layer_is_moe(c, layer)) {
+            // With tensor parallelism (sequence parallel, expert TP 1: Megatron's MoE
+            // folding) each rank of a TP group routes 1/tp of the tokens.
+            double Nm = N / tp;
+            double Im = c->moe_intermediate_size, rows = imb * keep * Nm * k * EP / E;
+            int local = E / EP;
+            gemm(&g32, Nm, C, E, 3 + rec);  // the router: fp32 whatever --dtype says
+            gemm(&ge, rows, C, in_mult * Im, (3 + rec) * local);
+            gemm(&ge, rows, Im, C, (3 + rec) * local);
+            double R_all = rows * local;
+            mem_bytes += cast * R_all * (2 * C + Im) * 2;
+            mem_bytes += elem * R_all * Im * (act_fwd * (1 + rec) + act_bwd);
+            mem_bytes += elem * (Nm * E * (6 + 3 * rec) + Nm * k * C * (7 + 3 * rec) + 2 * Nm * C);
+            if (c->num_shared_experts > 0) {
+                double Is = Im * c->num_shared_experts;
+                gemm(&g, N, C, in_mult * Is / tp, 3 + rec);
+                gemm(&g, N, Is / tp, C, 3 + rec);
+                mem_bytes += elem * N * Is / tp * (act_fwd * (1 + rec) + act_bwd);
+            }
+            if (EP > 1) {
+                double b = Nm * k * keep * row_bytes, trips = 4 + 2 * rec;
+                a2a_s += trips * a2a_trip_s(cl, l->a2a, b, EP, r_in, R, imb);
+                // the count exchange and the balance statistics' all-reduce
+                a2a_s += (r_in - 1) * cl->intra_lat + (EP - r_in) * cl->inter_lat;
+                a2a_intra += trips * b * (r_in - 1) / EP;
+                a2a_inter += trips * b * (EP - r_in) / EP;
+            }
+        } else {
+            double I = c->intermediate_size;
+            gemm(&g, N, C, in_mult * I / tp, 3 + rec);
+            gemm(&g, N, I / tp, C, 3 + rec);
+            mem_bytes += cast * N * (2 * C + I) * 2;
+            mem_bytes += elem * N * I / tp * (act_fwd * (1 + rec) + act_bwd);
+        }
+    }
+    // LM head (fused with the loss: logits chunks written, soft-maxed, turned into their
+    // gradient) on the last stage; with a pipeline the stages are balanced, so it counts once.
+    gemm(&g, N, C, V / tp, 3);
+    mem_bytes += elem * N * V / tp * 4 + cast * N * C * 3;
+    // Mixed precision: every weight rounded once per step into the kernels' copy.
+    mem_bytes += l->dtype == PLAN_FP32 ? 0 : (double)numel * (4 + (l->dtype == PLAN_FP16 ? 4 : 2)) / micro;
+    r->gemm_dense_s = g.gemm_s + g32.gemm_s - 0;  // head separated below
+    r->gemm_expert_s = ge.gemm_s;
+    {
+        gemm_acc h = {cl, l->dtype, 0, 0};
+        gemm(&h, N, C, V / tp, 3);
+        r->gemm_head_s = h.gemm_s;
+        r->gemm_dense_s -= h.gemm_s;
+    }
+    r->attention_s = attn_s;
+    r->memory_bound_s = mem_bytes / cl->mem_bw;
+    // Chunked exchange: chunk j's experts compute while chunk j+1 travels.
+    double hidden = 0;
+    if (l->a2a_chunks > 1) hidden = fmin(a2a_s, r->gemm_expert_s) * (1 - 1.0 / l->a2a_chunks);
+    double compute_micro = r->gemm_dense_s + r->gemm_head_s + r->gemm_expert_s + r->attention_s +
+                           r->memory_bound_s;
+    hidden += l->overlap_a2a * fmin(a2a_s - hidden, compute_micro);
+    // Tensor parallelism: 2 all-reduces of the (N,C) activations forward, 2 backward per
+    // layer (bf16), among tp ranks of one node.
+    double tp_s = tp > 1 ? Ls * (4 + 2 * rec) * plan_allreduce_s(cl, R, N * C * 2, tp, tp) : 0;
+    // One micro-batch's step through the stage, then the pipeline's fill and drain.
+    double micro_s = compute_micro + a2a_s - hidden + tp_s;
+    double p2p = pp > 1 ? 2 * N * C * 2 / fmin(cl->inter_bw, cl->intra_bw) + 2 * cl->inter_lat : 0;
+    micro_s += p2p;
+    r->a2a_s = a2a_s * micro, r->a2a_hidden_s = hidden * micro, r->tp_s = tp_s * micro;
+    r->bubble_s = (pp - 1) * micro_s;
+    r->compute_s = compute_micro * micro;
+    r->gemm_dense_s *= micro, r->gemm_expert_s *= micro, r->gemm_head_s *= micro;
+    r->attention_s *= micro, r->memory_bound_s *= micro;
+    // Gradients: dense summed over the data-parallel ranks, experts over their EDP
+    // group (strided by EP: on other nodes once EP >= R); ZeRO-1's reduce-scatter plus
+    // all-gather moves the all-reduce's volume.
+    int dp = l->P / (tp * pp), S = dp / EP;
+    int m_dense = R / (tp < R ? tp : R), m_exp = EP < R ? R / EP : 1;
+    size_t X = numel - dense;
+    double gd = plan_allreduce_s(cl, R, 4.0 * dense, dp, m_dense < dp ? m_dense : dp);
+    double gx = X ? plan_allreduce_s(cl, R, 4.0 * X, S, m_exp < S ? m_exp : S) : 0;
+    r->grad_s = gd + gx;
+    r->grad_bytes = dp > 1 ? 2.0 * (dp - 1) / dp * 4 * dense : 0;
+    if (S > 1) r->grad_bytes += 2.0 * (S - 1) / S * 4 * X;
+    r->grad_hidden_s = fmin(l->overlap_grad * r->grad_s, (2.0 / 3) * r->compute_s);
+    // AdamW reads p, g, m, v and writes p, m, v over the owned elements; gradients are
+    // zeroed and the norm reads the owned slice; fp16 checks every gradient.
+    double opt_bytes = 28.0 * owned + 4.0 * numel + 4.0 * owned + (l->dtype == PLAN_FP16 ? 4.0 * numel : 0);
+    r->optimizer_s = opt_bytes / cl->mem_bw;
+    r->step_s = micro * micro_s + r->bubble_s + r->grad_s - r->grad_hidden_s + r->optimizer_s;
+    r->a2a_bytes_inter = a2a_inter * micro, r->a2a_bytes_intra = a2a_intra * micro;
+    double tokens = N * micro * dp;
+    r->flops_model = model_flops_per_token(c, l->T) * N * micro / (tp * pp);
+    r->flops_executed = (g.flops + g32.flops + ge.flops + attn_flops) * micro;
+    r->tokens_per_s = tokens / r->step_s;
+    double peak = cl->peak[l->dtype] > 0 ? cl->peak[l->dtype] : cl->peak[PLAN_FP32];
+    r->mfu = model_flops_per_token(c, l->T) * r->tokens_per_s / (l->P * peak);
+}

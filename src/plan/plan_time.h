@@ -1,0 +1,18 @@
+#ifndef BG_PLAN_PLAN_TIME_H
+#define BG_PLAN_PLAN_TIME_H
+// The analytic step time (docs/PLANNER.md): every term of plan_result's times from the
+// model's shapes, the layout and the cluster's rates. Internal to src/plan/.
+#include "model/config.h"
+#include "plan/plan_types.h"
+
+#include <stddef.h>
+
+// Fills r's times, FLOPs, traffic, imbalance and throughput; dense/numel are one
+// rank's parameter block (dense part, total), owned the optimizer's elements.
+void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
+               const plan_layout *l, size_t dense, size_t numel, size_t owned);
+
+// The time of one exchange step of `bytes` per rank among n ranks, m of them on each
+// node (ring-equivalent volume 2(n-1)/n; used for the gradient all-reduce and TP).
+double plan_allreduce_s(const plan_cluster *cl, int R, double bytes, int n, int m);
+#endif

@@ -1,0 +1,48 @@
+#ifndef BG_PLAN_PLAN_TYPES_H
+#define BG_PLAN_PLAN_TYPES_H
+// The planner's layout and result, shared by the planner (plan.h) and its time model
+// (plan_time.h).
+#include "model/memory_plan.h"
+#include "plan/cluster.h"
+
+typedef enum { PLAN_A2A_FLAT = 0, PLAN_A2A_HIER = 1, PLAN_A2A_2D = 2 } plan_a2a;
+
+typedef struct {
+    int P;                  // ranks
+    int ep;                 // expert-parallel degree (0: bagualu's default, the largest valid)
+    int ranks_per_node;     // 0: the cluster's
+    int B, T;               // per-rank sequences (per micro-batch), tokens per sequence
+    plan_dtype dtype;
+    int zero;               // ZeRO-1 (-1: on when P > 1, as train)
+    int recompute;          // model_recompute
+    plan_a2a a2a;
+    int a2a_chunks;         // 1: no overlap of the exchange with the experts
+    float capacity;         // < 0: the config's capacity_factor
+    double imbalance;       // 0: the gate's estimate (plan_time.c)
+    // Analytic only (paper runs; bagualu itself runs tp = pp = 1): Megatron tensor
+    // parallelism, a 1F1B pipeline of `micro` micro-batches, and the fraction of the
+    // gradient reduction and of the exchange hidden behind compute by the framework.
+    int tp, pp, micro;
+    double overlap_grad, overlap_a2a;
+    double a2a_elem_bytes;  // bytes per exchanged element (0: 4, bagualu's fp32 rows)
+} plan_layout;
+
+void plan_layout_defaults(plan_layout *l);
+
+typedef struct {
+    // Per step, per rank (the slowest rank: imbalance included)
+    double gemm_dense_s, gemm_expert_s, gemm_head_s, attention_s, memory_bound_s;
+    double a2a_s, a2a_hidden_s, grad_s, grad_hidden_s, optimizer_s, tp_s, bubble_s;
+    double compute_s, step_s;
+    double flops_model;        // model FLOPs of the step per rank (PaLM's count)
+    double flops_executed;     // with recomputation and the slowest rank's expert rows
+    double a2a_bytes_inter, a2a_bytes_intra, grad_bytes;  // per rank per step
+    double imbalance, keep;    // expert rows max/mean; kept fraction after capacity
+    double tokens_per_s, mfu;
+    memory_report mem;         // per rank, each component the largest over the ranks
+    double mem_node;           // bytes per node
+    int fits;
+    int ep, ranks_per_node, zero;
+} plan_result;
+
+#endif

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Properties of the planner that hold whatever the rates (no timing of this machine):
+# with ZeRO-1 more ranks never mean more optimizer bytes per rank (and strictly fewer
+# from 1 to 2 to 4 to 8); faster links or memory never make a step slower; a larger
+# imbalance never makes it faster; recomputation never adds activation bytes; the
+# search lists only layouts that fit, best tokens/s first.
+BIN=$1
+source "$(dirname "$0")/../shell_checks.sh"
+HERE=$(cd "$(dirname "$0")" && pwd)
+CFG=$HERE/../../configs
+plan() { "$BIN" plan --cluster "$HERE/box.json" --json "$@"; }
+# field KEY: the number after "KEY": in the one-line JSON on stdin (KEY unique in it).
+field() { sed -n "s/.*\"$1\": \([-0-9.e+]*\).*/\1/p"; }
+le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 <= b + 0) }'; }
+
+# ZeRO-1 alone (a dense model; the MoE model at a fixed EP of 2).
+sed 's/"num_local_experts": 16/"num_local_experts": 0/' "$CFG/m2.json" >"$D/dense.json"
+for model in "$D/dense.json" "$CFG/m2.json --expert-parallel 2"; do
+  prev=""
+  for P in 2 4 8 16; do
+    o=$(plan --config $model --ranks $P --batch-size 1 --seq-len 64 --zero 1 | field optimizer)
+    [ -n "$o" ] || { bad "plan failed at P=$P"; continue; }
+    if [ -n "$prev" ]; then
+      if [ "$o" -lt "$prev" ]; then ok; else bad "$model: optimizer bytes at P=$P ($o) not below the previous ($prev)"; fi
+    fi
+    prev=$o
+  done
+done
+
+faster() {  # faster NAME KEY-PATH FACTOR FLAGS... : that rate times FACTOR gives a step no slower
+  local name=$1 path=$2 f=$3; shift 3
+  cp "$D/fast_$path.json" "$D/fast.json"
+  local a b
+  a=$(plan "$@" | field step_s) && b=$("$BIN" plan --cluster "$D/fast.json" --json "$@" | field step_s) ||
+    { bad "$name: plan failed"; return; }
+  if [ -n "$a" ] && le "$b" "$a"; then ok
+  else bad "$name: step $a s became $b s with a faster $path"; fi
+}
+# The faster clusters, made once: box.json with one rate scaled.
+python3 - "$HERE/box.json" "$D" <<'PY'
+import json, sys
+for path, f in [("inter_node.bandwidth", 4), ("intra_node.bandwidth", 4), ("inter_node.latency", 0.25),
+                ("memory_bandwidth", 2), ("topology.oversubscription", 0.5)]:
+    c = json.load(open(sys.argv[1])); keys = path.split("."); o = c
+    for k in keys[:-1]: o = o[k]
+    o[keys[-1]] *= f
+    json.dump(c, open(f"{sys.argv[2]}/fast_{path}.json", "w"))
+PY
+for a2a in flat hierarchical 2d; do
+  for f in "--ranks 16 --expert-parallel 16" "--ranks 8 --expert-parallel 4" "--ranks 4"; do
+    flags="--config $CFG/m2.json --batch-size 2 --seq-len 128 --a2a $a2a $f"
+    faster "inter-$a2a" inter_node.bandwidth 4 $flags
+    faster "intra-$a2a" intra_node.bandwidth 4 $flags
+    faster "lat-$a2a" inter_node.latency 0.25 $flags
+    faster "mem-$a2a" memory_bandwidth 2 $flags
+    faster "over-$a2a" topology.oversubscription 0.5 $flags
+  done
+done
+a=$(plan --config "$CFG/m2.json" --ranks 8 --batch-size 2 --seq-len 128 --imbalance 1 | field step_s)
+b=$(plan --config "$CFG/m2.json" --ranks 8 --batch-size 2 --seq-len 128 --imbalance 1.5 | field step_s)
+[ -n "$a" ] && le "$a" "$b" && [ "$a" != "$b" ] && ok ||
+  bad "imbalance 1.5 ($b s) not slower than 1 ($a s)"
+a=$(plan --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 | field activations)
+b=$(plan --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 --recompute block | field activations)
+[ "$b" -lt "$a" ] && ok || bad "recompute block activations $b not below none's $a"
+plan --config "$CFG/m2.json" --ranks 8 --batch-size 8 --seq-len 128 --search --top 50 >"$D/s.json" || bad "search failed"
+if python3 - "$D/s.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s, "no layout"
+t = [x["tokens_per_s"] for x in s]
+assert t == sorted(t, reverse=True), "not sorted"
+assert all(x["fits"] for x in s), "a layout that does not fit"
+assert len({json.dumps(x["layout"], sort_keys=True) for x in s}) == len(s), "repeated layouts"
+PY
+then ok; else bad "search output"; fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
