@@ -209,6 +209,7 @@ int ckpt_load(trainer *tr, const char *dir) {
         goto done;
     }
     if (ckpt_meta_check_config(meta.model_config, &tr->cfg, path) != BG_OK) goto done;
+    ckpt_meta_note_bf16_path(&meta, tr, path);
     if (ckpt_tensors_open(&mf, mpath, meta.model_sum, &full, &st, 0) != BG_OK) goto done;
     if (ckpt_tensors_open(&of, opath, meta.opt_sum, &full, NULL, 1) != BG_OK) goto done;
     int64_t step;
