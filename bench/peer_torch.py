@@ -19,7 +19,7 @@ It prints human-readable lines and one machine-readable line starting with PEER_
 FLOPs use bagualu's formula (src/model/params.c model_active_matmul_params and
 src/model/model.c model_flops_per_token): 6·active matmul params·tokens + 12·L·C·T·tokens.
 
-  /usr/bin/python3 bench/peer_torch.py --model m1|m2 --dtype fp32|bf16 [--threads N]
+  /usr/bin/python3 bench/peer_torch.py --model m1|m2|m3|gpt2 --dtype fp32|bf16 [--threads N]
       [--steps N] [--warmup N] [--max-seconds S] [--config path.json] [--batch B] [--seq T] [--profile N]
 --threads 0 (the default) leaves torch's own thread count alone (its default configuration).
 --max-seconds bounds a very slow configuration: no warm-up step starts that would end past
@@ -40,7 +40,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = {"m1": (os.path.join(HERE, "..", "configs", "m1.json"), 256),
-           "m2": (os.path.join(HERE, "..", "configs", "m2.json"), 512)}
+           "m2": (os.path.join(HERE, "..", "configs", "m2.json"), 512),
+           "m3": (os.path.join(HERE, "..", "configs", "m3.json"), 512),  # 64 fine-grained experts, top-6, 2 shared
+           "gpt2": (os.path.join(HERE, "..", "configs", "gpt2_124m.json"), 1024)}  # dense; pass --batch/--seq
 
 
 def rss_mb():

@@ -199,6 +199,13 @@ static int fa_w2_words(const fa_ops *o) {
 // Sets up o for a call; under bf16 (when built with AVX512-BF16 and hs is even) the
 // rounded copies live in ws, and are made by fa_round_inputs inside the call's
 // parallel region.
+// The tile products' operands: OPERAND_BF16 (bf16 pairs), OPERAND_BF16_IN_F32 (fp32
+// tiles on rounded copies) or OPERAND_F32, from kc's precision and bf16 path.
+static operand_format fa_tiles(const kernel_ctx *kc) {
+    if (kernel_ctx_precision(kc) != BG_BF16) return OPERAND_F32;
+    return kernel_ctx_bf16_path(kc) == BF16_PATH_NATIVE ? OPERAND_BF16 : OPERAND_BF16_IN_F32;
+}
+
 static void fa_ops_init(fa_ops *o, const float *qkv, const float *dout, int B, int T, int C,
                         int NH, operand_format p, float *ws) {
     o->qkv = qkv, o->dout = dout, o->T = T, o->C = C, o->NH = NH, o->hs = C / NH;
@@ -319,7 +326,7 @@ void flash_attention_forward(const kernel_ctx *kc, float *out, float *lse, float
     const int nb = (T + FA_B - 1) / FA_B;
     const long BH = (long)B * NH;
     fa_ops o;
-    fa_ops_init(&o, qkv, NULL, B, T, C, NH, kernel_ctx_operand_format(kc), scratch);
+    fa_ops_init(&o, qkv, NULL, B, T, C, NH, fa_tiles(kc), scratch);
     #pragma omp parallel
     {
         fa_round_inputs(&o, B, 0);
@@ -484,7 +491,7 @@ void flash_attention_backward(const kernel_ctx *kc, float *dqkv, float *scratch,
     const long BH = (long)B * NH;
     float *delta = scratch, *dq_acc = scratch + (size_t)B * NH * T;
     fa_ops o;
-    fa_ops_init(&o, qkv, dout, B, T, C, NH, kernel_ctx_operand_format(kc),
+    fa_ops_init(&o, qkv, dout, B, T, C, NH, fa_tiles(kc),
                 scratch + fa_backward_floats(B, T, C, NH));
     // Per head, each thread gets ceil(BH/P) of B·NH equal tasks, 5 products per block
     // pair; in two passes about BH/P heads' worth of 7 products (the tasks are small

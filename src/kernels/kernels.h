@@ -40,22 +40,27 @@ bg_dtype kernel_ctx_precision(const kernel_ctx *kc);
 void kernel_ctx_set_precision(kernel_ctx *kc, bg_dtype precision);
 
 // ---- bf16 path -----------------------------------------------------------------
-// How bf16 GEMMs and flash-attention tiles run (bf16_path.c): BF16_PATH_NATIVE with the
-// CPU's bf16 dot products (oneDNN's bf16 GEMM, vdpbf16ps tiles), BF16_PATH_FP32 through
-// the fp32 kernels on bf16-rounded operands (floats holding bf16 values): the same
-// numerics up to summation order, faster where bf16 dot products run below the fp32
-// FMA rate. Chosen from the CPU's identity by a table (bf16_path_for), never by timing.
-typedef enum { BF16_PATH_NATIVE = 0, BF16_PATH_FP32 = 1 } bf16_path;
+// How bf16 GEMMs and flash-attention tiles run (bf16_path.c): with the CPU's bf16
+// instructions (oneDNN's bf16 GEMM, which uses AMX where the CPU has it usable; vdpbf16ps
+// tiles), or through the fp32 kernels on bf16-rounded operands (floats holding bf16
+// values): the same numerics up to summation order, faster where bf16 dot products run
+// below the fp32 FMA rate.
+//   BF16_PATH_NATIVE       bf16 GEMMs and tiles ("native")
+//   BF16_PATH_FP32         both through fp32 ("fp32")
+//   BF16_PATH_NATIVE_GEMM  bf16 GEMMs (AMX), tiles through fp32 ("native-gemm")
+// Chosen from the CPU's identity by a table (bf16_path_for), never by timing.
+typedef enum { BF16_PATH_NATIVE = 0, BF16_PATH_FP32 = 1, BF16_PATH_NATIVE_GEMM = 2 } bf16_path;
 typedef struct {
     char vendor[13];  // "GenuineIntel", "AuthenticAMD"
     int family, model;  // display family and model (extended fields folded in)
-    int avx512f, avx512_bf16, amx_bf16;
+    int avx512f, avx512_bf16;
+    int amx_bf16;  // AMX bf16 tiles, enabled by the OS
 } cpu_identity;
 void cpu_identity_detect(cpu_identity *id);  // this CPU, by cpuid
 bf16_path bf16_path_for(const cpu_identity *id);  // the table
-const char *bf16_path_name(bf16_path p);      // "native", "fp32"
+const char *bf16_path_name(bf16_path p);      // "native", "fp32", "native-gemm"
 int bf16_path_parse(const char *name, bf16_path *out);  // 0, or -1 for another name
-// This process's path: BAGUALU_BF16_PATH=native|fp32 when set (tests force a path so),
+// This process's path: BAGUALU_BF16_PATH=native|native-gemm|fp32 when set (tests force a path so),
 // else the table's for this CPU. select: BG_ERR (bg_error) for another value of the
 // variable; default: the table's in that case.
 int bf16_path_select(bf16_path *out);
@@ -69,7 +74,7 @@ void kernel_ctx_set_bf16_path(kernel_ctx *kc, bf16_path path);
 // precision and the bf16 path. The first three equal bg_dtype's values.
 typedef enum {
     OPERAND_F32 = 0,          // fp32: plain floats
-    OPERAND_BF16 = 1,         // bf16, native path: bf16 bits (uint16_t)
+    OPERAND_BF16 = 1,         // bf16, native GEMMs: bf16 bits (uint16_t)
     OPERAND_F16_IN_F32 = 2,   // fp16: floats holding fp16 values
     OPERAND_BF16_IN_F32 = 3,  // bf16, fp32 path: floats holding bf16 values
 } operand_format;
@@ -143,6 +148,19 @@ long matmul_primitives_created(const kernel_ctx *kc);
 // share and GFLOP/s.
 void matmul_profile(kernel_ctx *kc, int on);
 void matmul_profile_print(const kernel_ctx *kc, FILE *f);
+// GEMM calls recorded for a replay (benchmarks: a step's GEMMs run alone, the same
+// shapes in the same order). kind is matmul.c's (forward, data, weights, data written).
+typedef struct {
+    int kind, bf16, concurrent;  // concurrent: made from a parallel region's thread
+    int M, K, N;
+} matmul_call;
+// Records kc's next calls into calls[0..cap) (NULL: stop recording); count says how
+// many were made (capped at cap).
+void matmul_trace(kernel_ctx *kc, matmul_call *calls, int cap);
+int matmul_trace_count(const kernel_ctx *kc);
+// Runs the n calls on scratch operands, each run of concurrent calls as one parallel
+// loop (one call per thread), the others threaded as usual; returns the seconds taken.
+double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n);
 
 // ---- mixed-precision operands -------------------------------------------------
 // out = bf16(in), rounded to nearest even (NaN stays NaN, overflow is inf).

@@ -107,6 +107,8 @@ struct kernel_ctx {
     uint64_t clock;
     long primitives_created;
     int profiling;
+    matmul_call *trace;  // matmul_trace: where calls are recorded, and how many
+    int trace_cap, trace_n;
     grow_buf operands[GEMM_MAX_THREADS][OPERAND_COUNT];
     weight_copy *weights;
     int n_weights, cap_weights;
@@ -297,6 +299,11 @@ static void gemm_run(kernel_ctx *kc, int kind, dnnl_data_type_t dt, float *c, co
     DNNL_CHECK(dnnl_memory_set_data_handle(g->c, c));
     dnnl_exec_arg_t args[3] = {
         {DNNL_ARG_SRC, g->a}, {DNNL_ARG_WEIGHTS, g->b}, {DNNL_ARG_DST, g->c}};
+    if (kc->trace) {
+        #pragma omp critical(bg_matmul)
+        if (kc->trace_n < kc->trace_cap)
+            kc->trace[kc->trace_n++] = (matmul_call){kind, dt == dnnl_bf16, omp_in_parallel(), M, K, N};
+    }
     double t0 = kc->profiling ? bg_now() : 0;
     DNNL_CHECK(dnnl_primitive_execute(e->prim, stream, 3, args));
     DNNL_CHECK(dnnl_stream_wait(stream));
@@ -309,6 +316,51 @@ static void gemm_run(kernel_ctx *kc, int kind, dnnl_data_type_t dt, float *c, co
             e->flops += fl;
         }
     }
+}
+
+void matmul_trace(kernel_ctx *kc, matmul_call *calls, int cap) {
+    kc->trace = calls, kc->trace_cap = cap, kc->trace_n = 0;
+}
+
+int matmul_trace_count(const kernel_ctx *kc) { return kc->trace_n; }
+
+// One call of the list on the calling thread's slot (inside a parallel region: alone on
+// its thread, as recorded).
+static void replay_one(kernel_ctx *kc, const matmul_call *c, const void *a, const void *b, float *out) {
+    gemm_run(kc, c->kind, c->bf16 ? dnnl_bf16 : dnnl_f32, out, a, b, c->M, c->K, c->N);
+}
+
+double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n) {
+    size_t in = 1, outn = 1;
+    for (int i = 0; i < n; i++) {
+        const size_t M = (size_t)calls[i].M, K = (size_t)calls[i].K, N = (size_t)calls[i].N;
+        const size_t x = M * K > M * N ? M * K : M * N, y = M * K > K * N ? M * K : K * N;
+        in = in > x ? in : x;
+        in = in > y ? in : y;
+        const size_t o = calls[i].kind == GEMM_FWD ? M * N : calls[i].kind == GEMM_BWD_WEIGHTS ? N * K : M * K;
+        outn = outn > o ? outn : o;
+    }
+    const int threads = omp_get_max_threads() < GEMM_MAX_THREADS ? omp_get_max_threads() : GEMM_MAX_THREADS;
+    // Inputs of small values (bf16 reads them as half the bytes), outputs per thread.
+    float *a = bg_aligned_alloc(in * sizeof(float)), *b = bg_aligned_alloc(in * sizeof(float));
+    float *out = bg_aligned_alloc(outn * threads * sizeof(float));
+    for (size_t i = 0; i < in; i++) a[i] = b[i] = 1e-3f * (float)(i % 7);
+    memset(out, 0, outn * threads * sizeof(float));
+    double t0 = bg_now();
+    for (int i = 0; i < n;) {
+        int j = i + 1;
+        if (calls[i].concurrent) {  // a run of calls made from a parallel region
+            while (j < n && calls[j].concurrent) j++;
+            #pragma omp parallel for schedule(dynamic, 1)
+            for (int q = i; q < j; q++) replay_one(kc, &calls[q], a, b, out + outn * omp_get_thread_num());
+        } else {
+            replay_one(kc, &calls[i], a, b, out);
+        }
+        i = j;
+    }
+    double dt = bg_now() - t0;
+    free(a), free(b), free(out);
+    return dt;
 }
 
 void matmul_profile(kernel_ctx *kc, int on) {

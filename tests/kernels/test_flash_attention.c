@@ -270,8 +270,8 @@ static double rel_max_err(const float *a, const double *b, size_t n) {
 // exact products of the rounded inputs summed in fp32); the bounds are 1e-2 (out,
 // dqkv) and 1e-5 (lse). A layout or pairing bug errs by O(1). Where the build has AVX512-BF16 and
 // hs is even, the results must also differ from the fp32 tiles' (the path ran).
-// Both bf16 paths are held to these bounds (so each is within them of the other); the
-// fp32 path (fp32 tiles on rounded copies) must differ from plain fp32 for every hs, and
+// Every bf16 path is held to these bounds (so each is within them of the others); the
+// fp32 tiles on rounded copies (paths fp32 and native-gemm) must differ from plain fp32 for every hs, and
 // give the same bits from unrounded inputs as from rounded ones (it rounds them itself).
 static void test_bf16_path(int B, int T, int C, int NH, double std, int growing, bf16_path path) {
     kernel_ctx_set_bf16_path(ctx[BG_BF16], path);
@@ -304,7 +304,7 @@ static void test_bf16_path(int B, int T, int C, int NH, double std, int growing,
     TU_CHECK(eo < 1e-2, "bf16 out vs reference T=%d C=%d NH=%d: %.3g", T, C, NH, eo);
     TU_CHECK(el < 1e-5, "bf16 lse vs reference T=%d C=%d NH=%d: %.3g", T, C, NH, el);
     TU_CHECK(ed < 1e-2, "bf16 dqkv vs reference T=%d C=%d NH=%d: %.3g", T, C, NH, ed);
-    if (path == BF16_PATH_FP32) {
+    if (path != BF16_PATH_NATIVE) {
         TU_CHECK(memcmp(out, out32, no * sizeof(float)), "bf16 (fp32 path) out equals fp32's");
         TU_CHECK(memcmp(dqkv, dqkv32, nqkv * sizeof(float)), "bf16 (fp32 path) dqkv equals fp32's");
         // Unrounded inputs: the path's own rounding gives the same bits.
@@ -331,6 +331,7 @@ static void test_bf16_path(int B, int T, int C, int NH, double std, int growing,
 static void test_bf16(int B, int T, int C, int NH, double std, int growing) {
     test_bf16_path(B, T, C, NH, std, growing, BF16_PATH_NATIVE);
     test_bf16_path(B, T, C, NH, std, growing, BF16_PATH_FP32);
+    test_bf16_path(B, T, C, NH, std, growing, BF16_PATH_NATIVE_GEMM);  // fp32 tiles too
     kernel_ctx_set_bf16_path(ctx[BG_BF16], bf16_path_default());
 }
 
