@@ -107,8 +107,14 @@ int main(int argc, char **argv) {
     }
     double *times = malloc(sizeof(double) * steps), fwd = 0, bwd = 0, opt_t = 0;
     double *cpu = malloc(sizeof(double) * steps);
+    long faults0 = 0;
     for (int s = -warmup; s < steps; s++) {
-        if (s == 0) matmul_profile(m.kernels, gemm_profile);
+        if (s == 0) {
+            matmul_profile(m.kernels, gemm_profile);
+            struct rusage r0;
+            getrusage(RUSAGE_SELF, &r0);
+            faults0 = r0.ru_minflt + r0.ru_majflt;
+        }
         double c0 = cpu_now(), t0 = bg_now();
         model_forward(&m, inputs, targets);
         double t1 = bg_now();
@@ -124,13 +130,16 @@ int main(int argc, char **argv) {
             fwd += t1 - t0, bwd += t2 - t1, opt_t += t3 - t2;
         }
     }
+    struct rusage r1;
+    getrusage(RUSAGE_SELF, &r1);
+    const double faults = (double)(r1.ru_minflt + r1.ru_majflt - faults0) / steps;
     // The limits again, after the steps, keeping the higher readings: a burst of another
     // tenant's load during one measurement (seen: an FMA peak read at 185 instead of
     // ~225 GFLOP/s) would otherwise inflate the percentages below. The GEMM rate is left
     // alone while profiling, whose counters would take its calls in.
     // One step's GEMMs alone: recorded in a step after the timed ones, replayed 3 times
     // (the fastest kept).
-    double alone = 0;
+    double alone = 0, alone_cpu = 0;
     int traced = 0;
     if (gemm_alone) {
         matmul_call *calls = malloc(sizeof *calls * TRACE_CAP);
@@ -141,8 +150,12 @@ int main(int argc, char **argv) {
         traced = matmul_trace_count(m.kernels);
         matmul_trace(m.kernels, NULL, 0);
         matmul_profile(m.kernels, 0);
-        alone = 1e30;
-        for (int r = 0; r < 3; r++) alone = fmin(alone, matmul_replay(m.kernels, calls, traced));
+        alone = alone_cpu = 1e30;
+        for (int r = 0; r < 3; r++) {
+            const double c0 = cpu_now();
+            alone = fmin(alone, matmul_replay(m.kernels, calls, traced));
+            alone_cpu = fmin(alone_cpu, cpu_now() - c0);
+        }
         free(calls);
     }
     peak = fmax(peak, instruction_peak(bf16, threads));
@@ -168,15 +181,17 @@ int main(int argc, char **argv) {
            "optimizer %.1f ms (means)\n",
            med * 1e3, times[0] * 1e3, times[steps - 1] * 1e3, steps, fwd / steps * 1e3,
            bwd / steps * 1e3, opt_t / steps * 1e3);
-    printf("cpu time: median %.1f ms per step (all threads; min %.1f)\n", cpu[steps / 2] * 1e3, cpu[0] * 1e3);
+    printf("cpu time: median %.1f ms per step (all threads; min %.1f) | page faults per step %.0f\n",
+           cpu[steps / 2] * 1e3, cpu[0] * 1e3, faults);
     printf("throughput: %.0f tokens/s | %.1f GFLOP/s | %.1f%% of %s peak | %.1f%% of GEMM rate",
            N / med, achieved, peak > 0 ? 100 * achieved / peak : 0.0, bf16 ? "bf16" : "FMA",
            100 * achieved / gemm);
     if (bf16) printf(" | %.1f%% of FMA peak", fma > 0 ? 100 * achieved / fma : 0.0);
     printf("\n");
     if (gemm_alone)
-        printf("GEMMs alone: %.1f ms for one step's %d GEMMs | step / GEMMs alone %.3f\n", alone * 1e3,
-               traced, med / alone);
+        printf("GEMMs alone: %.1f ms for one step's %d GEMMs | step / GEMMs alone %.3f | cpu time: "
+               "%.1f ms, step / GEMMs alone %.3f\n",
+               alone * 1e3, traced, med / alone, alone_cpu * 1e3, cpu[steps / 2] / alone_cpu);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);  // ru_maxrss: KiB on Linux
     printf("peak memory (RSS of the process): %.0f MiB\n", ru.ru_maxrss / 1024.0);
