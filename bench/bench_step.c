@@ -2,14 +2,19 @@
 // machine's measured peak and oneDNN GEMM rate at the step's precision, all in one run
 // (each measured before and after the steps, the higher reading kept).
 //   bench_step --config configs/m1.json --batch 8 --seq 256 --threads 2 --steps 10 [--dtype bf16]
+//              [--gemm-alone 1]
 // fp32 and fp16 (whose rounded operands run through the fp32 GEMM) are judged against
-// the AVX-512 FMA peak and the f32 GEMM; bf16 against the bf16 dot-product peak and the
-// bf16 GEMM.
+// the AVX-512 FMA peak and the f32 GEMM; bf16 against both the bf16 dot-product peak and
+// the FMA peak, and the GEMM of its path (kernels/bf16_path.c: the bf16 GEMM, or the f32
+// one on the fp32 path). --gemm-alone 1 records one more step's GEMMs and runs them
+// alone, the same shapes in the same order: step time / that time is the step's
+// overhead over its GEMMs.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -20,6 +25,14 @@
 #include "peak.h"
 #include "train/adamw.h"
 #include "train/grad_norm.h"
+
+// CPU time of the whole process (every thread): on a shared machine, with one thread,
+// the work of a step independent of what else runs.
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -32,12 +45,15 @@ static double instruction_peak(int bf16, int threads) {
 }
 static double gemm_rate(int bf16) { return peak_gemm_gflops(2048, 5, bf16 ? BG_BF16 : BG_FP32); }
 
+enum { TRACE_CAP = 1 << 16 };
+
 int main(int argc, char **argv) {
     const char *config = "configs/m1.json";
     int B = 8, T = 256, threads = 2, steps = 10, warmup = 2;
     const char *dtype = "fp32";
     int gemm_profile = 0;  // 1: a table of the timed steps' GEMMs by shape
     int lm_chunk = -1;     // rows per fused LM-head chunk; -1: the model's default
+    int gemm_alone = 0;    // 1: replay one step's GEMMs alone
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--config")) config = argv[i + 1];
         else if (!strcmp(argv[i], "--batch")) B = atoi(argv[i + 1]);
@@ -48,6 +64,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
         else if (!strcmp(argv[i], "--gemm-profile")) gemm_profile = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--lm-chunk")) lm_chunk = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--gemm-alone")) gemm_alone = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "bench_step: unknown flag %s\n", argv[i]);
             return 2;
@@ -70,6 +87,7 @@ int main(int argc, char **argv) {
     bg_threads_set(threads);
     int bf16 = prec == BG_BF16;
     double peak = instruction_peak(bf16, threads), gemm = gemm_rate(bf16);
+    double fma = bf16 ? instruction_peak(0, threads) : peak;
 
     model m;
     model_init(&m, &cfg, 1);
@@ -88,9 +106,16 @@ int main(int argc, char **argv) {
         targets[i] = (int)(bg_rng_u64(&rng) % cfg.vocab_size);
     }
     double *times = malloc(sizeof(double) * steps), fwd = 0, bwd = 0, opt_t = 0;
+    double *cpu = malloc(sizeof(double) * steps);
+    long faults0 = 0;
     for (int s = -warmup; s < steps; s++) {
-        if (s == 0) matmul_profile(m.kernels, gemm_profile);
-        double t0 = bg_now();
+        if (s == 0) {
+            matmul_profile(m.kernels, gemm_profile);
+            struct rusage r0;
+            getrusage(RUSAGE_SELF, &r0);
+            faults0 = r0.ru_minflt + r0.ru_majflt;
+        }
+        double c0 = cpu_now(), t0 = bg_now();
         model_forward(&m, inputs, targets);
         double t1 = bg_now();
         model_zero_grad(&m);
@@ -101,31 +126,72 @@ int main(int argc, char **argv) {
         double t3 = bg_now();
         if (s >= 0) {
             times[s] = t3 - t0;
+            cpu[s] = cpu_now() - c0;
             fwd += t1 - t0, bwd += t2 - t1, opt_t += t3 - t2;
         }
     }
+    struct rusage r1;
+    getrusage(RUSAGE_SELF, &r1);
+    const double faults = (double)(r1.ru_minflt + r1.ru_majflt - faults0) / steps;
     // The limits again, after the steps, keeping the higher readings: a burst of another
     // tenant's load during one measurement (seen: an FMA peak read at 185 instead of
     // ~225 GFLOP/s) would otherwise inflate the percentages below. The GEMM rate is left
     // alone while profiling, whose counters would take its calls in.
+    // One step's GEMMs alone: recorded in a step after the timed ones, replayed 3 times
+    // (the fastest kept).
+    double alone = 0, alone_cpu = 0;
+    int traced = 0;
+    if (gemm_alone) {
+        matmul_call *calls = malloc(sizeof *calls * TRACE_CAP);
+        matmul_trace(m.kernels, calls, TRACE_CAP);
+        model_forward(&m, inputs, targets);
+        model_zero_grad(&m);
+        model_backward(&m);
+        traced = matmul_trace_count(m.kernels);
+        matmul_trace(m.kernels, NULL, 0);
+        matmul_profile(m.kernels, 0);
+        alone = alone_cpu = 1e30;
+        for (int r = 0; r < 3; r++) {
+            const double c0 = cpu_now();
+            alone = fmin(alone, matmul_replay(m.kernels, calls, traced));
+            alone_cpu = fmin(alone_cpu, cpu_now() - c0);
+        }
+        free(calls);
+    }
     peak = fmax(peak, instruction_peak(bf16, threads));
+    if (bf16) fma = fmax(fma, instruction_peak(0, threads));
+    else fma = peak;
     if (!gemm_profile) gemm = fmax(gemm, gemm_rate(bf16));
     qsort(times, steps, sizeof(double), cmp_double);
+    qsort(cpu, steps, sizeof(double), cmp_double);
     double med = times[steps / 2];
     double flops = model_flops_per_token(&cfg, T) * N;
     double achieved = flops / med / 1e9;
-    const char *peak_name = bf16 ? "AVX512-BF16 dot-product" : peak_fma_name();
-    printf("machine (%d threads): %s peak %.1f GFLOP/s | oneDNN %s GEMM 2048^3 %.1f GFLOP/s\n",
-           threads, peak_name, peak, bf16 ? "bf16" : "f32", gemm);
+    const char *path = bf16 ? bf16_path_name(kernel_ctx_bf16_path(m.kernels)) : "-";
+    if (bf16)
+        printf("machine (%d threads): AVX512-BF16 dot-product peak %.1f GFLOP/s, %s peak %.1f GFLOP/s | "
+               "oneDNN bf16 GEMM (path %s) 2048^3 %.1f GFLOP/s\n",
+               threads, peak, peak_fma_name(), fma, path, gemm);
+    else
+        printf("machine (%d threads): %s peak %.1f GFLOP/s | oneDNN f32 GEMM 2048^3 %.1f GFLOP/s\n",
+               threads, peak_fma_name(), peak, gemm);
     printf("model %s (%s): %.1fM params, batch %d x %d, %.1f GFLOP per step\n", config, dtype,
            m.table.numel / 1e6, B, T, flops / 1e9);
     printf("train step: median %.1f ms (min %.1f, max %.1f, n=%d) | forward %.1f ms, backward %.1f ms, "
            "optimizer %.1f ms (means)\n",
            med * 1e3, times[0] * 1e3, times[steps - 1] * 1e3, steps, fwd / steps * 1e3,
            bwd / steps * 1e3, opt_t / steps * 1e3);
-    printf("throughput: %.0f tokens/s | %.1f GFLOP/s | %.1f%% of %s peak | %.1f%% of GEMM rate\n",
+    printf("cpu time: median %.1f ms per step (all threads; min %.1f) | page faults per step %.0f\n",
+           cpu[steps / 2] * 1e3, cpu[0] * 1e3, faults);
+    printf("throughput: %.0f tokens/s | %.1f GFLOP/s | %.1f%% of %s peak | %.1f%% of GEMM rate",
            N / med, achieved, peak > 0 ? 100 * achieved / peak : 0.0, bf16 ? "bf16" : "FMA",
            100 * achieved / gemm);
+    if (bf16) printf(" | %.1f%% of FMA peak", fma > 0 ? 100 * achieved / fma : 0.0);
+    printf("\n");
+    if (gemm_alone)
+        printf("GEMMs alone: %.1f ms for one step's %d GEMMs | step / GEMMs alone %.3f | cpu time: "
+               "%.1f ms, step / GEMMs alone %.3f\n",
+               alone * 1e3, traced, med / alone, alone_cpu * 1e3, cpu[steps / 2] / alone_cpu);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);  // ru_maxrss: KiB on Linux
     printf("peak memory (RSS of the process): %.0f MiB\n", ru.ru_maxrss / 1024.0);
@@ -133,7 +199,7 @@ int main(int argc, char **argv) {
         printf("GEMMs of the %d timed steps:\n", steps);
         matmul_profile_print(m.kernels, stdout);
     }
-    free(times), free(inputs), free(targets);
+    free(times), free(cpu), free(inputs), free(targets);
     adamw_free(&opt);
     model_free(&m);
     return 0;

@@ -19,7 +19,7 @@ It prints human-readable lines and one machine-readable line starting with PEER_
 FLOPs use bagualu's formula (src/model/params.c model_active_matmul_params and
 src/model/model.c model_flops_per_token): 6·active matmul params·tokens + 12·L·C·T·tokens.
 
-  /usr/bin/python3 bench/peer_torch.py --model m1|m2 --dtype fp32|bf16 [--threads N]
+  /usr/bin/python3 bench/peer_torch.py --model m1|m2|m3|gpt2 --dtype fp32|bf16 [--threads N]
       [--steps N] [--warmup N] [--max-seconds S] [--config path.json] [--batch B] [--seq T] [--profile N]
 --threads 0 (the default) leaves torch's own thread count alone (its default configuration).
 --max-seconds bounds a very slow configuration: no warm-up step starts that would end past
@@ -40,7 +40,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = {"m1": (os.path.join(HERE, "..", "configs", "m1.json"), 256),
-           "m2": (os.path.join(HERE, "..", "configs", "m2.json"), 512)}
+           "m2": (os.path.join(HERE, "..", "configs", "m2.json"), 512),
+           "m3": (os.path.join(HERE, "..", "configs", "m3.json"), 512),  # 64 fine-grained experts, top-6, 2 shared
+           "gpt2": (os.path.join(HERE, "..", "configs", "gpt2_124m.json"), 1024)}  # dense; pass --batch/--seq
 
 
 def rss_mb():
@@ -336,6 +338,7 @@ def main():
     amp = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.dtype == "bf16" else contextlib.nullcontext
 
     def step():
+        c0 = time.process_time()  # every thread's CPU time: with one thread, the step's work on a shared machine
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with amp():
@@ -346,11 +349,13 @@ def main():
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         t3 = time.perf_counter()
+        cpu.append(time.process_time() - c0)
         return t3 - t0, t1 - t0, t2 - t1, t3 - t2, loss.item()
 
     def over(frac, last):  # would one more step of `last` seconds end past frac of the budget?
         return a.max_seconds and time.perf_counter() - start + last > a.max_seconds * frac
 
+    cpu = []
     start = time.perf_counter()
     warm, times, parts, losses, warmup_only, last = 0, [], [0.0, 0.0, 0.0], [], False, 0.0
     while warm < a.warmup and not over(0.5, last):
@@ -367,6 +372,7 @@ def main():
         parts = [parts[0] + f, parts[1] + b, parts[2] + o]
         losses.append(loss)
     n = len(times)
+    cpu_med = statistics.median(cpu[-n:])
     if a.profile:
         from torch.profiler import profile, ProfilerActivity
         with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -382,7 +388,7 @@ def main():
         "peer": "torch", "torch": torch.__version__, "model": a.model, "dtype": a.dtype,
         "threads": torch.get_num_threads(), "batch": B, "seq": T, "params_m": nparams / 1e6,
         "warmup": warm, "steps": n, "warmup_only": warmup_only, "ms_step": med * 1e3,
-        "ms_min": min(times) * 1e3, "ms_max": max(times) * 1e3, "ms_forward": parts[0] / n * 1e3,
+        "ms_cpu": cpu_med * 1e3, "ms_min": min(times) * 1e3, "ms_max": max(times) * 1e3, "ms_forward": parts[0] / n * 1e3,
         "ms_backward": parts[1] / n * 1e3, "ms_optimizer": parts[2] / n * 1e3, "tokens_per_s": tokens / med,
         "gflop_step": flops / 1e9, "gflops": flops / med / 1e9, "loss_first": losses[0],
         "peak_rss_mb": peak_rss_mb(), "base_rss_mb": BASE_RSS_MB, "optimizer": "AdamW" + "".join(
@@ -396,6 +402,7 @@ def main():
     print(f"train step: median {med * 1e3:.1f} ms (min {min(times) * 1e3:.1f}, max {max(times) * 1e3:.1f}, "
           f"n={n}, warm-up {warm}{note}) | forward {r['ms_forward']:.1f} ms, backward {r['ms_backward']:.1f} ms, "
           f"clip+optimizer {r['ms_optimizer']:.1f} ms (means)")
+    print(f"cpu time: median {cpu_med * 1e3:.1f} ms per step (all threads)")
     print(f"throughput: {tokens / med:.0f} tokens/s | {flops / med / 1e9:.1f} GFLOP/s | "
           f"peak RSS {r['peak_rss_mb']:.0f} MiB (after import {BASE_RSS_MB:.0f} MiB)")
     print("BLAS: " + (f"OpenBLAS {ob['corename']} ({ob['threads']} threads) {ob['path']}" if ob else

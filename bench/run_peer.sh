@@ -6,12 +6,14 @@
 #   peer default  /usr/bin/python3 bench/peer_torch.py, environment as it is, torch's own
 #                 thread count and whatever libblas.so.3 the system alternative points to
 #   peer tuned    the fastest set-up found on this machine: tcmalloc preloaded, Debian's
-#                 OpenMP OpenBLAS for libblas.so.3, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
-#                 unset (for that command only: OpenBLAS then detects the core itself),
+#                 OpenMP OpenBLAS for libblas.so.3, OPENBLAS_L2_SIZE unset, OPENBLAS_CORETYPE
+#                 unset (OpenBLAS detects the core) or, on AVX-512 CPUs, SkylakeX when a
+#                 trial GEMM runs faster with it (PEER_CORETYPE=name|"" forces one),
 #                 torch.set_num_threads(2)
 # fp32 and bf16 autocast for the peer. Knobs (environment):
 #   STEPS=10 THREADS=2 REPEAT=1 (runs of each configuration; the table takes the median)
-#   MODELS="m1 m2" DTYPES="fp32 bf16"
+#   MODELS="m1 m2" DTYPES="fp32 bf16"  (models: m1 m2 m3 gpt2_4x64 gpt2_8x256)
+#   BENCH_EXTRA=""          extra bench_step flags (e.g. "--gemm-alone 1")
 #   PEER_DEFAULT_MAX_S=300  time budget of one default-configuration run: with the reference
 #                 BLAS a step takes minutes, so it times fewer steps (the table says n=)
 #   PEER_TUNED_ENV=""       extra VAR=value words for the tuned command (e.g. OMP_WAIT_POLICY=PASSIVE)
@@ -28,6 +30,7 @@ DTYPES=${DTYPES:-fp32 bf16}
 PEER_DEFAULT_MAX_S=${PEER_DEFAULT_MAX_S:-300}
 PEER_TUNED_ENV=${PEER_TUNED_ENV:-}
 PEER_DEFAULT=${PEER_DEFAULT:-1}
+BENCH_EXTRA=${BENCH_EXTRA:-}
 PY=/usr/bin/python3
 LIBDIR=/usr/lib/x86_64-linux-gnu
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/bagualu-peer.XXXXXX")
@@ -78,35 +81,86 @@ fi
 [ -e "$OPENBLAS_DIR/libblas.so.3" ] ||
     { echo "run_peer: warning: no OpenMP OpenBLAS; the tuned peer uses the system libblas.so.3"; OPENBLAS_DIR=; }
 
+# OpenBLAS's core type: the one it detects, or on AVX-512 CPUs SkylakeX, whichever runs an
+# fp32 GEMM faster (Debian's 0.3.21 does not recognise some newer Xeons and falls back to
+# a slow core; OPENBLAS_CORETYPE must be set before torch loads). CORETYPE="" keeps the
+# detected one. PEER_CORETYPE=name skips the trial.
+CORETYPE=${PEER_CORETYPE-}
 tuned() {
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \
+        ${CORETYPE:+OPENBLAS_CORETYPE=$CORETYPE} \
         ${TCMALLOC:+LD_PRELOAD=$TCMALLOC${LD_PRELOAD:+:$LD_PRELOAD}} \
         ${OPENBLAS_DIR:+LD_LIBRARY_PATH=$OPENBLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}} \
         $PEER_TUNED_ENV "$@"
 }
+# GFLOP/s of torch.mm (fp32, 1024^3, best of 5) and the core OpenBLAS chose, under tuned().
+gemm_trial() {
+    tuned "$PY" - "$THREADS" <<'PYEOF' 2>/dev/null
+import ctypes, os, sys, time
+import torch
+torch.set_num_threads(int(sys.argv[1]))
+a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+torch.mm(a, b)
+best = min((lambda t0: (torch.mm(a, b), time.perf_counter() - t0)[1])(time.perf_counter()) for _ in range(5))
+core = "?"
+for line in open("/proc/self/maps"):
+    p = line.split()[-1]
+    if "blas" in os.path.basename(p).lower() and p.endswith((".so", ".so.0", ".so.3")) or "openblas" in p:
+        try:
+            lib = ctypes.CDLL(p, mode=os.RTLD_NOLOAD)
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            core = lib.openblas_get_corename().decode()
+            break
+        except (OSError, AttributeError):
+            pass
+print(f"{2 * 1024**3 / best / 1e9:.1f} {core}")
+PYEOF
+}
+if [ -z "${PEER_CORETYPE+set}" ]; then
+    CORETYPE=
+    read -r g_det core_det <<<"$(gemm_trial || echo "0 ?")"
+    msg="run_peer: OpenBLAS core detected: ${core_det:-?} ${g_det:-0} GFLOP/s (torch.mm 1024^3 fp32)"
+    if grep -qw avx512f /proc/cpuinfo && [ "${core_det,,}" != skylakex ]; then
+        CORETYPE=SkylakeX
+        read -r g_skx core_skx <<<"$(gemm_trial || echo "0 ?")"
+        msg="$msg; SkylakeX: ${g_skx:-0} GFLOP/s"
+        awk -v a="${g_det:-0}" -v b="${g_skx:-0}" 'BEGIN { exit !(b > a) }' || CORETYPE=
+    fi
+    echo "$msg -> tuned peer uses ${CORETYPE:-the detected core}"
+fi
 
 # --- runs (configurations interleaved, so that a burst of load hits them alike) -----------
-seq_of() { case $1 in m1) echo 256 ;; m2) echo 512 ;; *) echo "run_peer: unknown model $1" >&2; exit 2 ;; esac; }
+# A model name -> its config, batch, sequence length and the peer's --model.
+shape_of() {
+    case $1 in
+    m1) echo "configs/m1.json 8 256 m1" ;;
+    m2) echo "configs/m2.json 8 512 m2" ;;
+    m3) echo "configs/m3.json 8 512 m3" ;;
+    gpt2_4x64) echo "configs/gpt2_124m.json 4 64 gpt2" ;;
+    gpt2_8x256) echo "configs/gpt2_124m.json 8 256 gpt2" ;;
+    *) echo "run_peer: unknown model $1" >&2; exit 2 ;;
+    esac
+}
 for r in $(seq 1 "$REPEAT"); do
     for m in $MODELS; do
-        T=$(seq_of "$m")
+        read -r CFG B T PM <<<"$(shape_of "$m")"
         for d in $DTYPES; do
             if [ "$d" = fp32 ] || [ "$BAGUALU_BF16" = 1 ]; then
                 echo "run_peer: [$r/$REPEAT] bagualu $m $d"
                 extra=
                 [ "$BAGUALU_BF16" = 1 ] && extra="--dtype $d"
                 /usr/bin/time -f "MAXRSS_KB %M" -o "$OUT/bagualu.$m.$d.$r.time" \
-                    "$BENCH" --config "configs/$m.json" --batch 8 --seq "$T" --threads "$THREADS" \
-                    --steps "$STEPS" $extra >"$OUT/bagualu.$m.$d.$r.txt" 2>&1 ||
+                    "$BENCH" --config "$CFG" --batch "$B" --seq "$T" --threads "$THREADS" \
+                    --steps "$STEPS" $extra $BENCH_EXTRA >"$OUT/bagualu.$m.$d.$r.txt" 2>&1 ||
                     echo "run_peer: bagualu $m $d failed (see $OUT/bagualu.$m.$d.$r.txt)"
             fi
             echo "run_peer: [$r/$REPEAT] peer tuned $m $d"
-            tuned "$PY" bench/peer_torch.py --model "$m" --dtype "$d" --threads "$THREADS" \
-                --steps "$STEPS" >"$OUT/tuned.$m.$d.$r.txt" 2>&1 ||
+            tuned "$PY" bench/peer_torch.py --model "$PM" --batch "$B" --seq "$T" --dtype "$d" \
+                --threads "$THREADS" --steps "$STEPS" >"$OUT/tuned.$m.$d.$r.txt" 2>&1 ||
                 echo "run_peer: peer tuned $m $d failed (see $OUT/tuned.$m.$d.$r.txt)"
             [ "$PEER_DEFAULT" = 1 ] || continue
             echo "run_peer: [$r/$REPEAT] peer default $m $d"
-            "$PY" bench/peer_torch.py --model "$m" --dtype "$d" --steps "$STEPS" \
+            "$PY" bench/peer_torch.py --model "$PM" --batch "$B" --seq "$T" --dtype "$d" --steps "$STEPS" \
                 --max-seconds "$PEER_DEFAULT_MAX_S" >"$OUT/default.$m.$d.$r.txt" 2>&1 ||
                 echo "run_peer: peer default $m $d failed (see $OUT/default.$m.$d.$r.txt)"
         done
@@ -132,7 +186,8 @@ def bagualu(m, d):
         rss = num(r"MAXRSS_KB (\d+)", open(f[:-4] + ".time").read()) if os.path.exists(f[:-4] + ".time") else None
         runs.append({"ms": ms, "min": num(r"\(min ([\d.]+)", t), "gflops": num(r"\| ([\d.]+) GFLOP/s \|", t),
                      "fma": num(r"FMA peak ([\d.]+)", t), "gemm": num(r"GEMM[^|]*? ([\d.]+) GFLOP/s", t),
-                     "bf16peak": num(r"BF16 dot-product peak ([\d.]+)", t), "rss": rss / 1024 if rss else None})
+                     "bf16peak": num(r"BF16 dot-product peak ([\d.]+)", t), "rss": rss / 1024 if rss else None,
+                     "alone": num(r"step / GEMMs alone ([\d.]+)", t), "path": (re.search(r"\(path ([\w-]+)\)", t) or [None, None])[1]})
     if not runs:
         return None
     med = sorted(runs, key=lambda r: r["ms"])[len(runs) // 2]
@@ -158,7 +213,7 @@ def ratio(a, b):
 def mem(x):
     return "n/a" if x is None else f"{x:.0f}"
 
-head = ["model", "dtype", "bagualu ms", "peer dflt ms", "peer tuned ms", "dflt/bagualu", "tuned/bagualu",
+head = ["model", "dtype", "bf16 path", "step/GEMMs alone", "bagualu ms", "peer dflt ms", "peer tuned ms", "dflt/bagualu", "tuned/bagualu",
         "bagualu GF/s", "% FMA peak", "% bf16 peak", "% GEMM", "tuned GF/s", "dflt GF/s",
         "mem MiB bagualu", "mem dflt", "mem tuned"]
 rows, best, notes, seen_libs = [], [], [], {}
@@ -168,13 +223,14 @@ for m in models:
         bms = b["ms"] if b else None
         pdms = pd["ms_step"] if pd else None
         ptms = pt["ms_step"] if pt else None
-        fma = f"{100 * b['gflops'] / b['fma']:.1f}%" if b and b["gflops"] and b["fma"] and d == "fp32" else "n/a"
+        fma = f"{100 * b['gflops'] / b['fma']:.1f}%" if b and b["gflops"] and b["fma"] else "n/a"
         bfp = f"{100 * b['gflops'] / b['bf16peak']:.1f}%" if b and b.get("bf16peak") and d == "bf16" else "n/a"
         gemm = f"{100 * b['gflops'] / b['gemm']:.1f}%" if b and b["gflops"] and b["gemm"] else "n/a"
         dflt_ms = ms(pdms)
         if pd and (pd["warmup_only"] or pd["steps"] < 10):
             dflt_ms += f" (n={pd['steps']}{', warm-up' if pd['warmup_only'] else ''})"
-        rows.append([m.upper(), d, ms(bms), dflt_ms, ms(ptms), ratio(pdms, bms), ratio(ptms, bms),
+        rows.append([m.upper(), d, (b.get("path") or "-") if b else "n/a",
+                     f"{b['alone']:.3f}" if b and b.get("alone") else "n/a", ms(bms), dflt_ms, ms(ptms), ratio(pdms, bms), ratio(ptms, bms),
                      f"{b['gflops']:.1f}" if b and b["gflops"] else "n/a", fma, bfp, gemm,
                      f"{pt['gflops']:.1f}" if pt else "n/a", f"{pd['gflops']:.1f}" if pd else "n/a",
                      mem(b["rss"] if b else None), mem(pd["peak_rss_mb"] if pd else None),
@@ -182,7 +238,8 @@ for m in models:
         bmin, tmin = (b["min"] if b else None), (pt["ms_min"] if pt else None)
         best.append([m.upper(), d, ms(bmin), ms(tmin), ratio(tmin, bmin)])
         if b:  # the peaks each run measured: FMA and f32 GEMM in fp32 runs, bf16 ones in bf16 runs
-            peaks = (f"bf16 dot-product peak {b['bf16peak']} GFLOP/s, oneDNN bf16 GEMM {b['gemm']} GFLOP/s"
+            peaks = (f"bf16 dot-product peak {b['bf16peak']} GFLOP/s, FMA peak {b['fma']} GFLOP/s, "
+                     f"oneDNN bf16 GEMM (its path) {b['gemm']} GFLOP/s"
                      if d == "bf16" else f"FMA peak {b['fma']} GFLOP/s, oneDNN f32 GEMM {b['gemm']} GFLOP/s")
             seen_libs[m] = (seen_libs[m] + "; " if m in seen_libs else
                             f"{m.upper()}: measured by bench_step in its runs ({threads} threads): ") + f"{d}: {peaks}"

@@ -15,7 +15,8 @@
 // a small tile on the stack. Softmax statistics are then vectors over query rows (the
 // forward keeps Sᵀ, keys × queries), so the online softmax has no horizontal sums.
 //
-// Mixed precision (kc's precision BG_BF16, on CPUs with AVX512-BF16 and an even hs): the tile
+// Mixed precision (kc's precision BG_BF16 on the native bf16 path, on CPUs with AVX512-BF16
+// and an even hs; otherwise bf16 runs the fp32 tiles on bf16-rounded copies): the tile
 // products read their operands as bf16 pairs along the reduction dimension and add in
 // fp32 (vdpbf16ps: two multiply-adds per lane and instruction, twice the FMA rate), as
 // the GEMMs do under autocast; scores, softmax statistics, P and dS are computed in
@@ -48,6 +49,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "kernels/flash_attention_tiles.h"
 #include "kernels/vecmath.h"
 
@@ -93,12 +95,15 @@ static inline void fa_exp_scaled(float *y, const float *s, float scale, const fl
 // Where the tile products read Q, K, V (in qkv) and dO (in dout).
 typedef enum { FA_Q = 0, FA_K = 1, FA_V = 2, FA_DO = 3 } fa_src;
 
-// A call's inputs: fp32, and with bf16 products their rounded copies (round_copies).
+// A call's inputs: fp32, and with bf16 products their rounded copies (round_copies);
+// with bf16 on the fp32 path (round), fp32 copies holding bf16 values, which the fp32
+// products read instead of the inputs (qkv_p, dout_p).
 typedef struct {
-    const float *qkv, *dout;
+    const float *qkv, *dout, *qkv_p, *dout_p;
     int T, C, NH, hs;
-    int bf16;
+    int bf16, round;
     bf16x2 *qkv2, *qkvi, *dout2, *douti;
+    float *qkv_r, *dout_r;
 } fa_ops;
 
 // The row width of src's tensor (3C for qkv, C for dout) and the column where head h's
@@ -111,7 +116,7 @@ static size_t fa_col(const fa_ops *o, fa_src s, int h) {
 // Rows r0.. of src for head h of batch b: fp32 (stride *ld floats).
 static const float *fa_rows(const fa_ops *o, fa_src s, int b, int h, int r0, size_t *ld) {
     *ld = fa_width(o, s);
-    return (s == FA_DO ? o->dout : o->qkv) + ((size_t)b * o->T + r0) * *ld + fa_col(o, s, h);
+    return (s == FA_DO ? o->dout_p : o->qkv_p) + ((size_t)b * o->T + r0) * *ld + fa_col(o, s, h);
 }
 
 // The same rows as channel pairs (stride *ld pairs).
@@ -162,7 +167,8 @@ static void fa_xyt(const fa_ops *o, float *A, fa_src s, int b, int h, int r0, in
 }
 
 // Zt (hs, FA_B) += (rows r0..r0+n-1 of src)ᵀ · W (n, FA_B) (tile_xtw); under bf16, W
-// is rounded into w2 (FA_B/2 rows of FA_B pairs) first.
+// is rounded into w2 (FA_B/2 rows of FA_B pairs) first; on the fp32 path with rounding,
+// into w2 read as n rows of FA_B floats (fa_w2_words).
 static void fa_xtw(const fa_ops *o, float *Zt, fa_src s, int b, int h, int r0, int n,
                    const float *W, bf16x2 *w2) {
     size_t ld;
@@ -177,16 +183,38 @@ static void fa_xtw(const fa_ops *o, float *Zt, fa_src s, int b, int h, int r0, i
         return;
     }
     const float *x = fa_rows(o, s, b, h, r0, &ld);
+    if (o->round) {
+        float *wr = (float *)w2;
+        for (size_t i = 0; i < (size_t)n * FA_B; i++) wr[i] = bg_bf16_to_f32(bg_f32_to_bf16(W[i]));
+        W = wr;
+    }
     tile_xtw(Zt, x, ld, W, n, o->hs);
+}
+
+// The words of the w2 tile fa_xtw takes.
+static int fa_w2_words(const fa_ops *o) {
+    return o->bf16 ? FA_B / 2 * FA_B : o->round ? FA_B * FA_B : 1;
 }
 
 // Sets up o for a call; under bf16 (when built with AVX512-BF16 and hs is even) the
 // rounded copies live in ws, and are made by fa_round_inputs inside the call's
 // parallel region.
+// The tile products' operands: OPERAND_BF16 (bf16 pairs), OPERAND_BF16_IN_F32 (fp32
+// tiles on rounded copies) or OPERAND_F32, from kc's precision and bf16 path.
+static operand_format fa_tiles(const kernel_ctx *kc) {
+    if (kernel_ctx_precision(kc) != BG_BF16) return OPERAND_F32;
+    return kernel_ctx_bf16_path(kc) == BF16_PATH_NATIVE ? OPERAND_BF16 : OPERAND_BF16_IN_F32;
+}
+
 static void fa_ops_init(fa_ops *o, const float *qkv, const float *dout, int B, int T, int C,
-                        int NH, bg_dtype p, float *ws) {
+                        int NH, operand_format p, float *ws) {
     o->qkv = qkv, o->dout = dout, o->T = T, o->C = C, o->NH = NH, o->hs = C / NH;
-    o->bf16 = FA_HAVE_BF16 && p == BG_BF16 && o->hs % 2 == 0;
+    o->bf16 = FA_HAVE_BF16 && p == OPERAND_BF16 && o->hs % 2 == 0;
+    o->round = (p == OPERAND_BF16 || p == OPERAND_BF16_IN_F32) && !o->bf16;
+    // The fp32 copies take B·T·4C floats of the same workspace (fa_copies_words).
+    o->qkv_r = ws, o->dout_r = ws + (size_t)B * T * 3 * (size_t)C;
+    o->qkv_p = o->round ? o->qkv_r : qkv;
+    o->dout_p = o->round && dout ? o->dout_r : dout;
     const size_t rows = (size_t)B * (size_t)(T + 1);  // pairs of T rounded up, and T rows
     bf16x2 *w = (bf16x2 *)ws;
     o->qkv2 = w, w += rows * 3 * (size_t)C / 2;
@@ -202,6 +230,16 @@ static size_t fa_copies_words(int B, int T, int C) { return (size_t)B * (T + 1) 
 // shared by all layers, and keeping each layer's copies would hold a second qkv per
 // layer; the second rounding costs far less than that memory (BENCHMARKS.md).
 static void fa_round_inputs(const fa_ops *o, int B, int with_dout) {
+    if (o->round) {
+        const size_t nq = (size_t)B * o->T * 3 * o->C, nd = (size_t)B * o->T * o->C;
+        #pragma omp for simd schedule(static)
+        for (size_t i = 0; i < nq; i++) o->qkv_r[i] = bg_bf16_to_f32(bg_f32_to_bf16(o->qkv[i]));
+        if (with_dout) {
+            #pragma omp for simd schedule(static)
+            for (size_t i = 0; i < nd; i++) o->dout_r[i] = bg_bf16_to_f32(bg_f32_to_bf16(o->dout[i]));
+        }
+        return;
+    }
 #if FA_HAVE_BF16
     if (!o->bf16) return;
     round_copies(o->qkv2, o->qkvi, o->qkv, B, o->T, 3 * o->C);
@@ -220,7 +258,7 @@ static void fa_forward_block(float *out, float *lse, const fa_ops *o, int b, int
     const int hp = o->bf16 ? hs / 2 : 1;
 
     float Qt[hs * FA_B], Ot[hs * FA_B], St[FA_B * FA_B];
-    bf16x2 Q2[hp * FA_B], W2[o->bf16 ? FA_B / 2 * FA_B : 1];
+    bf16x2 Q2[hp * FA_B], W2[fa_w2_words(o)];
     float m[FA_B], l[FA_B], mnew[FA_B], corr[FA_B];
     const fa_tile q = {Qt, Q2};
     fa_pack(o, q, FA_Q, b, h, q0, nq);
@@ -288,7 +326,7 @@ void flash_attention_forward(const kernel_ctx *kc, float *out, float *lse, float
     const int nb = (T + FA_B - 1) / FA_B;
     const long BH = (long)B * NH;
     fa_ops o;
-    fa_ops_init(&o, qkv, NULL, B, T, C, NH, kernel_ctx_precision(kc), scratch);
+    fa_ops_init(&o, qkv, NULL, B, T, C, NH, fa_tiles(kc), scratch);
     #pragma omp parallel
     {
         fa_round_inputs(&o, B, 0);
@@ -340,7 +378,7 @@ static void fa_backward_kv_block(float *dqkv, float *dq_acc, const float *delta,
 
     float Kt[hs * FA_B], Vt[hs * FA_B], dKt[hs * FA_B], dVt[hs * FA_B];
     float P[FA_B * FA_B], dS[FA_B * FA_B], dSt[FA_B * FA_B];
-    bf16x2 K2[hp * FA_B], V2[hp * FA_B], W2[o->bf16 ? FA_B / 2 * FA_B : 1];
+    bf16x2 K2[hp * FA_B], V2[hp * FA_B], W2[fa_w2_words(o)];
     const fa_tile k = {Kt, K2}, v = {Vt, V2};
     fa_pack(o, k, FA_K, b, h, k0, nk);
     fa_pack(o, v, FA_V, b, h, k0, nk);
@@ -388,7 +426,7 @@ static void fa_backward_q_block(float *dqkv, const float *delta, const fa_ops *o
 
     float Qt[hs * FA_B], dOt[hs * FA_B], dQt[hs * FA_B];
     float St[FA_B * FA_B], dSt[FA_B * FA_B], L[FA_B], D[FA_B];
-    bf16x2 Q2[hp * FA_B], dO2[hp * FA_B], W2[o->bf16 ? FA_B / 2 * FA_B : 1];
+    bf16x2 Q2[hp * FA_B], dO2[hp * FA_B], W2[fa_w2_words(o)];
     const fa_tile q = {Qt, Q2}, dout = {dOt, dO2};
     fa_pack(o, q, FA_Q, b, h, q0, nq);
     fa_pack(o, dout, FA_DO, b, h, q0, nq);
@@ -453,7 +491,7 @@ void flash_attention_backward(const kernel_ctx *kc, float *dqkv, float *scratch,
     const long BH = (long)B * NH;
     float *delta = scratch, *dq_acc = scratch + (size_t)B * NH * T;
     fa_ops o;
-    fa_ops_init(&o, qkv, dout, B, T, C, NH, kernel_ctx_precision(kc),
+    fa_ops_init(&o, qkv, dout, B, T, C, NH, fa_tiles(kc),
                 scratch + fa_backward_floats(B, T, C, NH));
     // Per head, each thread gets ceil(BH/P) of B·NH equal tasks, 5 products per block
     // pair; in two passes about BH/P heads' worth of 7 products (the tasks are small

@@ -52,7 +52,7 @@ static size_t gelu_backward16(float *g, const float *in, const float *dy, size_t
 // The arguments of a call, for its blocks' ranges (bg_parallel_ranges).
 typedef struct {
     void *out;
-    bg_dtype p;
+    operand_format p;
     const float *inp, *dout;
     size_t n;
 } gelu_call;
@@ -61,7 +61,7 @@ typedef struct {
 static void gelu_forward_blocks(void *ctx, size_t b0, size_t b1) {
     const gelu_call *c = ctx;
     void *out = c->out;
-    const bg_dtype p = c->p;
+    const operand_format p = c->p;
     const float *inp = c->inp;
     const size_t n = c->n;
     for (size_t b = b0; b < b1; b++) {
@@ -86,7 +86,7 @@ static void gelu_forward_blocks(void *ctx, size_t b0, size_t b1) {
 static void gelu_backward_blocks(void *ctx, size_t b0, size_t b1) {
     const gelu_call *c = ctx;
     void *dinp = c->out;
-    const bg_dtype p = c->p;
+    const operand_format p = c->p;
     const float *inp = c->inp, *dout = c->dout;
     const size_t n = c->n;
     for (size_t b = b0; b < b1; b++) {
@@ -111,13 +111,13 @@ static void gelu_backward_blocks(void *ctx, size_t b0, size_t b1) {
 }
 
 // inp (n) floats; out (n) rounded, writes
-void gelu_forward(void *out, bg_dtype p, const float *inp, size_t n) {
+void gelu_forward(void *out, operand_format p, const float *inp, size_t n) {
     gelu_call c = {out, p, inp, NULL, n};
     bg_parallel_ranges((n + GELU_BLOCK - 1) / GELU_BLOCK, gelu_forward_blocks, &c);
 }
 
 // dout, inp (n) floats; dinp (n) rounded, WRITES
-void gelu_backward(void *dinp, bg_dtype p, const float *dout, const float *inp, size_t n) {
+void gelu_backward(void *dinp, operand_format p, const float *dout, const float *inp, size_t n) {
     gelu_call c = {dinp, p, inp, dout, n};
     bg_parallel_ranges((n + GELU_BLOCK - 1) / GELU_BLOCK, gelu_backward_blocks, &c);
 }

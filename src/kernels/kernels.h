@@ -24,8 +24,9 @@
 // Operand precision (mixed precision, as autocast): GEMM inputs are rounded to it,
 // products accumulate and outputs are stored in fp32.
 //   BG_FP32  fp32 throughout;
-//   BG_BF16  bf16 operands, oneDNN's bf16 GEMM (avx512_bf16 dot products where the CPU
-//            has them, a correct slower path where not);
+//   BG_BF16  bf16 operands; on the native bf16 path oneDNN's bf16 GEMM (avx512_bf16 dot
+//            products), on the fp32 path the fp32 GEMM on bf16-rounded floats (see
+//            "bf16 path" below);
 //   BG_FP16  IEEE fp16 operands: fp16's rounding and range (beyond 65504 is inf, which
 //            dynamic loss scaling watches for). oneDNN 2.6 has no fp16 GEMM on CPUs
 //            without AVX512-FP16, so the rounded operands go through the fp32 GEMM:
@@ -37,6 +38,49 @@ bg_dtype kernel_ctx_precision(const kernel_ctx *kc);
 // Applies to the calls that follow; the rounded weight copies of another precision are
 // remade on use.
 void kernel_ctx_set_precision(kernel_ctx *kc, bg_dtype precision);
+
+// ---- bf16 path -----------------------------------------------------------------
+// How bf16 GEMMs and flash-attention tiles run (bf16_path.c): with the CPU's bf16
+// instructions (oneDNN's bf16 GEMM, which uses AMX where the CPU has it usable; vdpbf16ps
+// tiles), or through the fp32 kernels on bf16-rounded operands (floats holding bf16
+// values): the same numerics up to summation order, faster where bf16 dot products run
+// below the fp32 FMA rate.
+//   BF16_PATH_NATIVE       bf16 GEMMs and tiles ("native")
+//   BF16_PATH_FP32         both through fp32 ("fp32")
+//   BF16_PATH_NATIVE_GEMM  bf16 GEMMs (AMX), tiles through fp32 ("native-gemm")
+// Chosen from the CPU's identity by a table (bf16_path_for), never by timing.
+typedef enum { BF16_PATH_NATIVE = 0, BF16_PATH_FP32 = 1, BF16_PATH_NATIVE_GEMM = 2 } bf16_path;
+typedef struct {
+    char vendor[13];  // "GenuineIntel", "AuthenticAMD"
+    int family, model;  // display family and model (extended fields folded in)
+    int avx512f, avx512_bf16;
+    int amx_bf16;  // AMX bf16 tiles, enabled by the OS
+} cpu_identity;
+void cpu_identity_detect(cpu_identity *id);  // this CPU, by cpuid
+bf16_path bf16_path_for(const cpu_identity *id);  // the table
+const char *bf16_path_name(bf16_path p);      // "native", "fp32", "native-gemm"
+int bf16_path_parse(const char *name, bf16_path *out);  // 0, or -1 for another name
+// This process's path: BAGUALU_BF16_PATH=native|native-gemm|fp32 when set (tests force a path so),
+// else the table's for this CPU. select: BG_ERR (bg_error) for another value of the
+// variable; default: the table's in that case.
+int bf16_path_select(bf16_path *out);
+bf16_path bf16_path_default(void);
+// The context's path (kernel_ctx_create takes bf16_path_default()); set applies to the
+// calls that follow, as kernel_ctx_set_precision.
+bf16_path kernel_ctx_bf16_path(const kernel_ctx *kc);
+void kernel_ctx_set_bf16_path(kernel_ctx *kc, bf16_path path);
+
+// The format GEMM operands are held in ("rounded" operands, operand_store), from the
+// precision and the bf16 path. The first three equal bg_dtype's values.
+typedef enum {
+    OPERAND_F32 = 0,          // fp32: plain floats
+    OPERAND_BF16 = 1,         // bf16, native GEMMs: bf16 bits (uint16_t)
+    OPERAND_F16_IN_F32 = 2,   // fp16: floats holding fp16 values
+    OPERAND_BF16_IN_F32 = 3,  // bf16, fp32 path: floats holding bf16 values
+} operand_format;
+operand_format operand_format_of(bg_dtype precision, bf16_path path);
+operand_format kernel_ctx_operand_format(const kernel_ctx *kc);
+size_t operand_format_bytes(operand_format f);  // of one value
 
 // ---- matmul (oneDNN) ----------------------------------------------------------
 // At reduced precision each weight (the `weight` argument) is rounded once and the
@@ -104,16 +148,31 @@ long matmul_primitives_created(const kernel_ctx *kc);
 // share and GFLOP/s.
 void matmul_profile(kernel_ctx *kc, int on);
 void matmul_profile_print(const kernel_ctx *kc, FILE *f);
+// GEMM calls recorded for a replay (benchmarks: a step's GEMMs run alone, the same
+// shapes in the same order). kind is matmul.c's (forward, data, weights, data written).
+typedef struct {
+    int kind, bf16, concurrent;  // concurrent: made from a parallel region's thread
+    int M, K, N;
+} matmul_call;
+// Records kc's next calls into calls[0..cap) (NULL: stop recording); count says how
+// many were made (capped at cap).
+void matmul_trace(kernel_ctx *kc, matmul_call *calls, int cap);
+int matmul_trace_count(const kernel_ctx *kc);
+// Runs the n calls on scratch operands, each run of concurrent calls as one parallel
+// loop (one call per thread), the others threaded as usual; returns the seconds taken.
+double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n);
 
 // ---- mixed-precision operands -------------------------------------------------
 // out = bf16(in), rounded to nearest even (NaN stays NaN, overflow is inf).
 void cast_f32_to_bf16(uint16_t *out, const float *in, size_t n);
 // out = in rounded to fp16 and back: fp16's precision and range, held in fp32. out may be in.
 void round_f32_to_f16(float *out, const float *in, size_t n);
-// out[i0 .. i0+n) = x[0 .. n) in the operand format of precision p (see matmul_operand),
-// on the calling thread: for producers that compute a block of values and store it
-// rounded, inside their own parallel loop.
-void operand_store(void *out, size_t i0, const float *x, size_t n, bg_dtype p);
+// out = in rounded to bf16 (as cast_f32_to_bf16) and held in fp32. out may be in.
+void round_f32_to_bf16(float *out, const float *in, size_t n);
+// out[i0 .. i0+n) = x[0 .. n) in operand format f (see matmul_operand), on the calling
+// thread: for producers that compute a block of values and store it rounded, inside
+// their own parallel loop.
+void operand_store(void *out, size_t i0, const float *x, size_t n, operand_format f);
 
 // ---- embeddings -------------------------------------------------------------
 // out (N,C) = wte[tokens[n]] + wpe[n % T] (wpe may be NULL: RoPE models). N = B*T.
@@ -138,15 +197,15 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
 
 // ---- activations ------------------------------------------------------------
 // The activations feed a GEMM and nothing else, so they write their outputs in the GEMM
-// operand format of precision p (operand_store), computed in fp32: under bf16 the same
+// operand format f (operand_store), computed in fp32: under bf16 the same
 // bits as computing in fp32 and rounding for the GEMM, without the pass that would do it.
 // Backward WRITES its dinp here (its only consumer is the next GEMM), and does not add.
 // GELU, tanh approximation (GPT-2's). inp (n) floats; out, dinp (n) rounded.
-void gelu_forward(void *out, bg_dtype p, const float *inp, size_t n);
-void gelu_backward(void *dinp, bg_dtype p, const float *dout, const float *inp, size_t n);
+void gelu_forward(void *out, operand_format f, const float *inp, size_t n);
+void gelu_backward(void *dinp, operand_format f, const float *dout, const float *inp, size_t n);
 // SwiGLU: inp (N,2F) holds [gate | up] per row; out (N,F) = silu(gate) * up.
-void swiglu_forward(void *out, bg_dtype p, const float *inp, int N, int F);
-void swiglu_backward(void *dinp, bg_dtype p, const float *dout, const float *inp, int N,
+void swiglu_forward(void *out, operand_format f, const float *inp, int N, int F);
+void swiglu_backward(void *dinp, operand_format f, const float *dout, const float *inp, int N,
                      int F);
 
 // ---- rotary position embedding ----------------------------------------------

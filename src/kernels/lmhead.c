@@ -34,8 +34,8 @@ size_t lmhead_workspace_floats(int chunk_rows, int C, int V) {
 // exponentials are most of the time (perf: pipelining the next row's max sweep behind
 // them, with prefetches, changed nothing measurable).
 static void xent_rows(float *losses, float *lse, float *rowk, float *logits, uint16_t *dl16,
-                      bg_dtype p, const int *targets, float scale, int rows, int V) {
-    void *out = p == BG_BF16 ? (void *)dl16 : (void *)logits;
+                      operand_format p, const int *targets, float scale, int rows, int V) {
+    void *out = p == OPERAND_BF16 ? (void *)dl16 : (void *)logits;
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < rows; n++) {
         const size_t row0 = (size_t)n * V;
@@ -47,7 +47,7 @@ static void xent_rows(float *losses, float *lse, float *rowk, float *logits, uin
         double sum = 0.0;
         for (int v0 = 0; v0 < V; v0 += XENT_CHUNK) {
             const int m = V - v0 < XENT_CHUNK ? V - v0 : XENT_CHUNK;
-            if (p == BG_BF16) {
+            if (p == OPERAND_BF16) {
                 sum += bg_exp_shifted_sum_bf16(dl16 + row0 + v0, x + v0, maxv, m);
                 continue;
             }
@@ -88,14 +88,14 @@ void lmhead_xent_fused(kernel_ctx *kc, float *losses, float *lse, float *dx, flo
                        const float *x, const float *W, const int *targets, float scale, int N,
                        int C, int V, float *work, int chunk_rows) {
     BG_ASSERT(chunk_rows > 0);
-    const bg_dtype p = kernel_ctx_precision(kc);
+    const operand_format p = kernel_ctx_operand_format(kc);
     float *logits = work, *prod = logits + (size_t)chunk_rows * V;
     float *xk = prod + (size_t)chunk_rows * C, *rowk = xk + (size_t)chunk_rows * C;
     for (int n0 = 0; n0 < N; n0 += chunk_rows) {
         const int rows = N - n0 < chunk_rows ? N - n0 : chunk_rows;
         const float *xc = x + (size_t)n0 * C;
         matmul_forward(kc, logits, xc, W, rows, C, V);
-        uint16_t *dl16 = matmul_bf16_dout_buffer(kc, (size_t)rows * V);  // NULL unless bf16
+        uint16_t *dl16 = matmul_bf16_dout_buffer(kc, (size_t)rows * V);  // NULL unless native bf16
         xent_rows(losses + n0, lse + n0, rowk, logits, dl16, p, targets + n0, scale, rows, V);
         const matmul_operand E = matmul_rounded(dl16 ? (const void *)dl16 : logits);
         if (dx) {

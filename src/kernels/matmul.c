@@ -26,7 +26,8 @@
 // All of it lives in a kernel_ctx (kernels.h), defined here: the caches are the
 // GEMMs', and the other kernels read only its precision.
 //
-// Mixed precision (the context's precision): operands are rounded into buffers kept
+// Mixed precision (the context's operand format: its precision and bf16 path; bf16 on
+// the fp32 path is floats holding bf16 values, run by the f32 GEMM): operands are rounded into buffers kept
 // between calls (never allocated in the steady state), the output stays fp32. A weight
 // is rounded once per pass, not once per GEMM that reads it: the forward, the backward
 // and every chunk of the fused LM head share its copy until matmul_weights_changed.
@@ -92,19 +93,22 @@ enum { OPERAND_A, OPERAND_B, OPERAND_COUNT };
 typedef struct {
     const float *src;
     size_t n;
-    bg_dtype p;
+    operand_format p;
     int valid;
     grow_buf buf;
 } weight_copy;
 
 struct kernel_ctx {
     bg_dtype precision;
+    bf16_path bf16_path;
     dnnl_engine_t engine;
     dnnl_stream_t streams[GEMM_MAX_THREADS];
     gemm_entry cache[GEMM_CACHE_SIZE];
     uint64_t clock;
     long primitives_created;
     int profiling;
+    matmul_call *trace;  // matmul_trace: where calls are recorded, and how many
+    int trace_cap, trace_n;
     grow_buf operands[GEMM_MAX_THREADS][OPERAND_COUNT];
     weight_copy *weights;
     int n_weights, cap_weights;
@@ -114,10 +118,19 @@ kernel_ctx *kernel_ctx_create(bg_dtype precision) {
     BG_ASSERT((unsigned)precision < BG_DTYPE_COUNT);
     kernel_ctx *kc = bg_calloc(1, sizeof *kc);
     kc->precision = precision;
+    kc->bf16_path = bf16_path_default();
     return kc;
 }
 
 bg_dtype kernel_ctx_precision(const kernel_ctx *kc) { return kc->precision; }
+
+bf16_path kernel_ctx_bf16_path(const kernel_ctx *kc) { return kc->bf16_path; }
+
+void kernel_ctx_set_bf16_path(kernel_ctx *kc, bf16_path path) { kc->bf16_path = path; }
+
+operand_format kernel_ctx_operand_format(const kernel_ctx *kc) {
+    return operand_format_of(kc->precision, kc->bf16_path);
+}
 
 void kernel_ctx_set_precision(kernel_ctx *kc, bg_dtype precision) {
     BG_ASSERT((unsigned)precision < BG_DTYPE_COUNT);
@@ -286,6 +299,11 @@ static void gemm_run(kernel_ctx *kc, int kind, dnnl_data_type_t dt, float *c, co
     DNNL_CHECK(dnnl_memory_set_data_handle(g->c, c));
     dnnl_exec_arg_t args[3] = {
         {DNNL_ARG_SRC, g->a}, {DNNL_ARG_WEIGHTS, g->b}, {DNNL_ARG_DST, g->c}};
+    if (kc->trace) {
+        #pragma omp critical(bg_matmul)
+        if (kc->trace_n < kc->trace_cap)
+            kc->trace[kc->trace_n++] = (matmul_call){kind, dt == dnnl_bf16, omp_in_parallel(), M, K, N};
+    }
     double t0 = kc->profiling ? bg_now() : 0;
     DNNL_CHECK(dnnl_primitive_execute(e->prim, stream, 3, args));
     DNNL_CHECK(dnnl_stream_wait(stream));
@@ -298,6 +316,51 @@ static void gemm_run(kernel_ctx *kc, int kind, dnnl_data_type_t dt, float *c, co
             e->flops += fl;
         }
     }
+}
+
+void matmul_trace(kernel_ctx *kc, matmul_call *calls, int cap) {
+    kc->trace = calls, kc->trace_cap = cap, kc->trace_n = 0;
+}
+
+int matmul_trace_count(const kernel_ctx *kc) { return kc->trace_n; }
+
+// One call of the list on the calling thread's slot (inside a parallel region: alone on
+// its thread, as recorded).
+static void replay_one(kernel_ctx *kc, const matmul_call *c, const void *a, const void *b, float *out) {
+    gemm_run(kc, c->kind, c->bf16 ? dnnl_bf16 : dnnl_f32, out, a, b, c->M, c->K, c->N);
+}
+
+double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n) {
+    size_t in = 1, outn = 1;
+    for (int i = 0; i < n; i++) {
+        const size_t M = (size_t)calls[i].M, K = (size_t)calls[i].K, N = (size_t)calls[i].N;
+        const size_t x = M * K > M * N ? M * K : M * N, y = M * K > K * N ? M * K : K * N;
+        in = in > x ? in : x;
+        in = in > y ? in : y;
+        const size_t o = calls[i].kind == GEMM_FWD ? M * N : calls[i].kind == GEMM_BWD_WEIGHTS ? N * K : M * K;
+        outn = outn > o ? outn : o;
+    }
+    const int threads = omp_get_max_threads() < GEMM_MAX_THREADS ? omp_get_max_threads() : GEMM_MAX_THREADS;
+    // Inputs of small values (bf16 reads them as half the bytes), outputs per thread.
+    float *a = bg_aligned_alloc(in * sizeof(float)), *b = bg_aligned_alloc(in * sizeof(float));
+    float *out = bg_aligned_alloc(outn * threads * sizeof(float));
+    for (size_t i = 0; i < in; i++) a[i] = b[i] = 1e-3f * (float)(i % 7);
+    memset(out, 0, outn * threads * sizeof(float));
+    double t0 = bg_now();
+    for (int i = 0; i < n;) {
+        int j = i + 1;
+        if (calls[i].concurrent) {  // a run of calls made from a parallel region
+            while (j < n && calls[j].concurrent) j++;
+            #pragma omp parallel for schedule(dynamic, 1)
+            for (int q = i; q < j; q++) replay_one(kc, &calls[q], a, b, out + outn * omp_get_thread_num());
+        } else {
+            replay_one(kc, &calls[i], a, b, out);
+        }
+        i = j;
+    }
+    double dt = bg_now() - t0;
+    free(a), free(b), free(out);
+    return dt;
 }
 
 void matmul_profile(kernel_ctx *kc, int on) {
@@ -323,20 +386,20 @@ void matmul_profile_print(const kernel_ctx *kc, FILE *f) {
 
 // ---- operands at reduced precision --------------------------------------------
 
-static dnnl_data_type_t operand_type(bg_dtype p) {
-    return p == BG_BF16 ? dnnl_bf16 : dnnl_f32;  // fp16 operands are held in f32
+// fp16 operands, and bf16 ones on the fp32 path, are held in f32.
+static dnnl_data_type_t operand_type(operand_format p) {
+    return p == OPERAND_BF16 ? dnnl_bf16 : dnnl_f32;
 }
 
-static size_t operand_bytes(bg_dtype p, size_t n) {
-    return n * (p == BG_BF16 ? sizeof(uint16_t) : sizeof(float));
-}
+static size_t operand_bytes(operand_format p, size_t n) { return n * operand_format_bytes(p); }
 
 size_t matmul_operand_bytes(const kernel_ctx *kc, size_t n) {
-    return operand_bytes(kc->precision, n);
+    return operand_bytes(kernel_ctx_operand_format(kc), n);
 }
 
-static void operand_round(bg_dtype p, void *out, const float *in, size_t n) {
-    if (p == BG_BF16) cast_f32_to_bf16(out, in, n);
+static void operand_round(operand_format p, void *out, const float *in, size_t n) {
+    if (p == OPERAND_BF16) cast_f32_to_bf16(out, in, n);
+    else if (p == OPERAND_BF16_IN_F32) round_f32_to_bf16(out, in, n);
     else round_f32_to_f16(out, in, n);
 }
 
@@ -349,15 +412,15 @@ static void *grow_buf_get(grow_buf *g, size_t bytes) {
     return g->data;
 }
 
-static const void *activation_operand(kernel_ctx *kc, bg_dtype p, int slot, const float *x,
+static const void *activation_operand(kernel_ctx *kc, operand_format p, int slot, const float *x,
                                       size_t n) {
-    if (p == BG_FP32) return x;
+    if (p == OPERAND_F32) return x;
     void *buf = grow_buf_get(&kc->operands[gemm_thread()][slot], operand_bytes(p, n));
     operand_round(p, buf, x, n);
     return buf;
 }
 
-static const void *operand_data(kernel_ctx *kc, bg_dtype p, int slot, matmul_operand x,
+static const void *operand_data(kernel_ctx *kc, operand_format p, int slot, matmul_operand x,
                                 size_t n) {
     return x.rounded ? x.data : activation_operand(kc, p, slot, x.data, n);
 }
@@ -369,7 +432,7 @@ void matmul_weights_changed(kernel_ctx *kc) {
 
 // Under the lock: concurrent callers round different weights, or wait for the first
 // to round a shared one.
-static const void *weight_operand_locked(kernel_ctx *kc, bg_dtype p, const float *w, size_t n) {
+static const void *weight_operand_locked(kernel_ctx *kc, operand_format p, const float *w, size_t n) {
     weight_copy *wc = NULL;
     for (int i = 0; i < kc->n_weights && !wc; i++)
         if (kc->weights[i].src == w) wc = &kc->weights[i];
@@ -390,8 +453,8 @@ static const void *weight_operand_locked(kernel_ctx *kc, bg_dtype p, const float
     return wc->buf.data;
 }
 
-static const void *weight_operand(kernel_ctx *kc, bg_dtype p, const float *w, size_t n) {
-    if (p == BG_FP32) return w;
+static const void *weight_operand(kernel_ctx *kc, operand_format p, const float *w, size_t n) {
+    if (p == OPERAND_F32) return w;
     const void *r;
     #pragma omp critical(bg_matmul)
     r = weight_operand_locked(kc, p, w, n);
@@ -399,9 +462,9 @@ static const void *weight_operand(kernel_ctx *kc, bg_dtype p, const float *w, si
 }
 
 // ---- the three GEMMs ------------------------------------------------------------
-// At precision p: kc's for the public calls, fp32 for the router's.
+// In operand format p: kc's for the public calls, fp32 for the router's.
 
-static void forward_op(kernel_ctx *kc, bg_dtype p, float *out, matmul_operand inp,
+static void forward_op(kernel_ctx *kc, operand_format p, float *out, matmul_operand inp,
                        const float *weight, int M, int K, int N) {
     if (M == 0 || N == 0) return;
     if (K == 0) {  // an empty sum; oneDNN rejects zero-sized reductions
@@ -413,7 +476,7 @@ static void forward_op(kernel_ctx *kc, bg_dtype p, float *out, matmul_operand in
     gemm_run(kc, GEMM_FWD, operand_type(p), out, a, b, M, K, N);
 }
 
-static void backward_op(kernel_ctx *kc, bg_dtype p, float *dinp, matmul_store dinp_store,
+static void backward_op(kernel_ctx *kc, operand_format p, float *dinp, matmul_store dinp_store,
                         float *dweight, matmul_operand dout, matmul_operand inp,
                         const float *weight, int M, int K, int N) {
     if (M == 0 || K == 0) return;  // dinp and dweight are empty, or dweight gains nothing
@@ -433,41 +496,41 @@ static void backward_op(kernel_ctx *kc, bg_dtype p, float *dinp, matmul_store di
 
 void matmul_forward_op(kernel_ctx *kc, float *out, matmul_operand inp, const float *weight, int M,
                        int K, int N) {
-    forward_op(kc, kc->precision, out, inp, weight, M, K, N);
+    forward_op(kc, kernel_ctx_operand_format(kc), out, inp, weight, M, K, N);
 }
 
 // inp (M,K), weight (N,K), out (M,N)
 void matmul_forward(kernel_ctx *kc, float *out, const float *inp, const float *weight, int M,
                     int K, int N) {
-    forward_op(kc, kc->precision, out, matmul_floats(inp), weight, M, K, N);
+    forward_op(kc, kernel_ctx_operand_format(kc), out, matmul_floats(inp), weight, M, K, N);
 }
 
 void matmul_backward_op(kernel_ctx *kc, float *dinp, matmul_store dinp_store, float *dweight,
                         matmul_operand dout, matmul_operand inp, const float *weight, int M,
                         int K, int N) {
-    backward_op(kc, kc->precision, dinp, dinp_store, dweight, dout, inp, weight, M, K, N);
+    backward_op(kc, kernel_ctx_operand_format(kc), dinp, dinp_store, dweight, dout, inp, weight, M, K, N);
 }
 
 // dout (M,N); dinp (M,K) += dout · weight; dweight (N,K) += doutᵀ · inp
 void matmul_backward(kernel_ctx *kc, float *dinp, float *dweight, const float *dout,
                      const float *inp, const float *weight, int M, int K, int N) {
-    backward_op(kc, kc->precision, dinp, MATMUL_ADD, dweight, matmul_floats(dout),
+    backward_op(kc, kernel_ctx_operand_format(kc), dinp, MATMUL_ADD, dweight, matmul_floats(dout),
                 matmul_floats(inp), weight, M, K, N);
 }
 
 void *matmul_bf16_dout_buffer(kernel_ctx *kc, size_t n) {
-    if (kc->precision != BG_BF16) return NULL;
-    return grow_buf_get(&kc->operands[gemm_thread()][OPERAND_A], operand_bytes(BG_BF16, n));
+    if (kernel_ctx_operand_format(kc) != OPERAND_BF16) return NULL;
+    return grow_buf_get(&kc->operands[gemm_thread()][OPERAND_A], operand_bytes(OPERAND_BF16, n));
 }
 
 void matmul_forward_fp32(kernel_ctx *kc, float *out, const float *inp, const float *weight, int M,
                          int K, int N) {
-    forward_op(kc, BG_FP32, out, matmul_floats(inp), weight, M, K, N);
+    forward_op(kc, OPERAND_F32, out, matmul_floats(inp), weight, M, K, N);
 }
 
 void matmul_backward_fp32(kernel_ctx *kc, float *dinp, float *dweight, const float *dout,
                           const float *inp, const float *weight, int M, int K, int N) {
-    backward_op(kc, BG_FP32, dinp, MATMUL_ADD, dweight, matmul_floats(dout), matmul_floats(inp),
+    backward_op(kc, OPERAND_F32, dinp, MATMUL_ADD, dweight, matmul_floats(dout), matmul_floats(inp),
                 weight, M, K, N);
 }
 

@@ -13,7 +13,7 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
 // The arguments of a call, for its rows' ranges (bg_parallel_ranges).
 typedef struct {
     void *out;
-    bg_dtype p;
+    operand_format p;
     const float *inp, *dout;
     int F;
 } swiglu_call;
@@ -22,7 +22,7 @@ typedef struct {
 static void swiglu_forward_rows(void *ctx, size_t n0, size_t n1) {
     const swiglu_call *c = ctx;
     void *out = c->out;
-    const bg_dtype p = c->p;
+    const operand_format p = c->p;
     const float *inp = c->inp;
     const int F = c->F;
     for (size_t n = n0; n < n1; n++) {
@@ -41,7 +41,7 @@ static void swiglu_forward_rows(void *ctx, size_t n0, size_t n1) {
 static void swiglu_backward_rows(void *ctx, size_t n0, size_t n1) {
     const swiglu_call *c = ctx;
     void *dinp = c->out;
-    const bg_dtype p = c->p;
+    const operand_format p = c->p;
     const float *inp = c->inp, *dout = c->dout;
     const int F = c->F;
     for (size_t n = n0; n < n1; n++) {
@@ -64,13 +64,13 @@ static void swiglu_backward_rows(void *ctx, size_t n0, size_t n1) {
 }
 
 // inp (N,2F) rows [gate | up] floats; out (N,F) rounded, writes
-void swiglu_forward(void *out, bg_dtype p, const float *inp, int N, int F) {
+void swiglu_forward(void *out, operand_format p, const float *inp, int N, int F) {
     swiglu_call c = {out, p, inp, NULL, F};
     bg_parallel_ranges((size_t)N, swiglu_forward_rows, &c);
 }
 
 // dout (N,F), inp (N,2F) floats; dinp (N,2F) rounded, WRITES
-void swiglu_backward(void *dinp, bg_dtype p, const float *dout, const float *inp, int N,
+void swiglu_backward(void *dinp, operand_format p, const float *dout, const float *inp, int N,
                      int F) {
     swiglu_call c = {dinp, p, inp, dout, F};
     bg_parallel_ranges((size_t)N, swiglu_backward_rows, &c);

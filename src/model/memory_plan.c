@@ -84,8 +84,11 @@ void memory_plan(memory_report *r, const model_config *c, const memory_plan_inpu
         r->expert_rows = (long)moe_expert_rows_bound(&s, N);
     }
     r->activations = r->arena - r->moe_exchange;
-    // Mixed precision rounds each weight once per step into a copy kept by the kernels.
-    size_t rounded = in->dtype == BG_FP32 ? 0 : numel * (in->dtype == BG_BF16 ? 2 : 4);
+    // Mixed precision rounds each weight once per step into a copy kept by the kernels,
+    // in the operand format of this process's bf16 path (bf16 bits, or floats).
+    size_t rounded = in->dtype == BG_FP32
+                         ? 0
+                         : numel * operand_format_bytes(operand_format_of(in->dtype, bf16_path_default()));
     r->workspaces = rounded + (size_t)c->num_hidden_layers * sizeof(layer_acts) +
                     2 * (size_t)N * sizeof(int);
     r->snapshot = in->snapshot_bytes;

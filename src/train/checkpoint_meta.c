@@ -1,6 +1,8 @@
 #include "train/checkpoint_meta.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/text_file.h"
+#include "kernels/kernels.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -35,6 +37,29 @@ static char *self_sum_digits(char *text) {
         if (!isxdigit((unsigned char)p[i])) return NULL;
     return p[16] == '"' ? p : NULL;
 }
+
+// ---- the bf16 path (issue 19): one key, training.bf16_path ------------------------------
+// The kernels' bf16 path (kernels/bf16_path.c) depends on the CPU: recorded so that a
+// resume on a CPU taking the other path can say so (the numerics agree up to summation
+// order, so it is a note, not an error).
+static void ckpt_meta_write_bf16_path(cJSON *training, const trainer *tr) {
+    cJSON_AddStringToObject(training, "bf16_path", bf16_path_name(kernel_ctx_bf16_path(tr->m.kernels)));
+}
+
+static void ckpt_meta_read_bf16_path(ckpt_meta *m) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(m->root, "training");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, "bf16_path");
+    bf16_path p;
+    m->bf16_path = cJSON_IsString(v) && bf16_path_parse(v->valuestring, &p) == 0 ? v->valuestring : NULL;
+}
+
+void ckpt_meta_note_bf16_path(const ckpt_meta *m, const trainer *tr, const char *file) {
+    const char *now = bf16_path_name(kernel_ctx_bf16_path(tr->m.kernels));
+    if (m->bf16_path && strcmp(m->bf16_path, now) != 0 && tr->opt.dtype == BG_BF16)
+        bg_log_info("%s: saved on a CPU taking the %s bf16 path, resumed on one taking the %s "
+                    "path (same numerics up to summation order)", file, m->bf16_path, now);
+}
+// ---- end of the bf16 path ---------------------------------------------------------------
 
 ckpt_progress ckpt_progress_of(const trainer *tr) {
     return (ckpt_progress){tr->step, tr->samples, tr->loss_scale, tr->good_steps, tr->adam.step};
@@ -77,6 +102,8 @@ char *ckpt_meta_json(const trainer *tr, const ckpt_progress *p, const char *cons
     cJSON_AddNumberToObject(t, "clip", o->clip);
     cJSON_AddStringToObject(t, "dtype", bg_dtype_name(o->dtype));
     cJSON_AddStringToObject(t, "data", o->data_path ? o->data_path : "");
+    ckpt_meta_write_bf16_path(t, tr);
+    ckpt_meta_write_bf16_path(t, tr);
     cJSON *sums = cJSON_AddObjectToObject(root, "checksums_xxh64");
     char hex[17];
     for (int i = 0; i < n_files; i++) {
@@ -190,6 +217,7 @@ int ckpt_meta_read(ckpt_meta *m, const char *path) {
         rc = bg_error("%s: bad \"loss_scale_good_steps\"", path);
     m->loss_scale = ls ? ls->valuedouble : 0;
     m->good_steps = rc == BG_OK && gs ? (long)gs->valuedouble : 0;  // only once checked
+    ckpt_meta_read_bf16_path(m);
     m->model_config = cJSON_GetObjectItemCaseSensitive(m->root, "model_config");
     if (rc == BG_OK && !cJSON_IsObject(m->model_config)) rc = bg_error("%s: missing model_config", path);
     if (rc != BG_OK) {

@@ -39,6 +39,7 @@ typedef struct {
     const cJSON *sums;            // "checksums_xxh64": file name -> 16 hex digits
     double loss_scale;            // 0: not recorded
     long good_steps;
+    const char *bf16_path;        // training.bf16_path, inside root; NULL: not recorded
 } ckpt_meta;
 
 // Reads and checks path; BG_ERR (bg_error naming the file) when it is corrupt,
@@ -49,5 +50,8 @@ void ckpt_meta_free(ckpt_meta *m);
 int ckpt_meta_sum(const ckpt_meta *m, const char *file, uint64_t *sum, const char *path);
 // The config the run asks for must be the one the checkpoint holds: a mismatch
 // names the first differing key.
+// One log line when the checkpoint's bf16 path (training.bf16_path) differs from the
+// one tr's kernels take now and tr trains in bf16.
+void ckpt_meta_note_bf16_path(const ckpt_meta *m, const trainer *tr, const char *file);
 int ckpt_meta_check_config(const cJSON *saved, const model_config *cfg, const char *file);
 #endif

@@ -4,6 +4,7 @@
 #include "core/threads.h"
 #include "core/timer.h"
 #include "comm/dist.h"
+#include "kernels/kernels.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_shard.h"
@@ -76,6 +77,8 @@ static int validate(const train_options *o) {
         return bg_error("--loss-scale must be a finite number >= 1");
     if (o->loss_scale_window <= 0) return bg_error("--loss-scale-window must be positive");
     if (o->max_expert_rows < 0) return bg_error("--max-expert-rows must be >= 0 (0: 8x the balanced share)");
+    bf16_path bp;  // the kernels take the same (bf16_path_default); a bad variable stops here
+    if (bf16_path_select(&bp) != BG_OK) return BG_ERR;
     if ((long long)o->batch_size * o->seq_len > (1LL << 28))
         return bg_error("--batch-size x --seq-len is too large");
     return BG_OK;
@@ -243,6 +246,9 @@ int trainer_init(trainer *tr, const train_options *o) {
     tr->min_lr = o->min_lr >= 0 ? o->min_lr : o->lr * 0.1f;
     tr->loss_scale = o->dtype == BG_FP16 ? o->loss_scale_init : 1.0f;
     kernel_ctx_set_precision(tr->m.kernels, o->dtype);
+    if (o->dtype == BG_BF16 && tr->rank == 0)
+        bg_log_info("bf16 path: %s (BAGUALU_BF16_PATH=native|native-gemm|fp32 forces one)",
+                    bf16_path_name(kernel_ctx_bf16_path(tr->m.kernels)));
     tr->inputs = bg_malloc(sizeof(int) * B * T);
     tr->targets = bg_malloc(sizeof(int) * B * T);
     rc = o->resume ? trainer_resume(tr) : BG_OK;

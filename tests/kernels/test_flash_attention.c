@@ -270,7 +270,11 @@ static double rel_max_err(const float *a, const double *b, size_t n) {
 // exact products of the rounded inputs summed in fp32); the bounds are 1e-2 (out,
 // dqkv) and 1e-5 (lse). A layout or pairing bug errs by O(1). Where the build has AVX512-BF16 and
 // hs is even, the results must also differ from the fp32 tiles' (the path ran).
-static void test_bf16(int B, int T, int C, int NH, double std, int growing) {
+// Every bf16 path is held to these bounds (so each is within them of the others); the
+// fp32 tiles on rounded copies (paths fp32 and native-gemm) must differ from plain fp32 for every hs, and
+// give the same bits from unrounded inputs as from rounded ones (it rounds them itself).
+static void test_bf16_path(int B, int T, int C, int NH, double std, int growing, bf16_path path) {
+    kernel_ctx_set_bf16_path(ctx[BG_BF16], path);
     const size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     const size_t nscr = flash_attention_scratch_size(B, T, C, NH);
     float *qkv = falloc(nqkv), *dout = falloc(no), *scr = falloc(nscr), *out = falloc(no),
@@ -295,13 +299,26 @@ static void test_bf16(int B, int T, int C, int NH, double std, int growing) {
 
     const double eo = rel_max_err(out, rout, no), el = rel_max_err(lse, rlse, nl),
                  ed = rel_max_err(dqkv, rd, nqkv);
-    printf("  bf16 B=%d T=%d C=%d NH=%d: max error / max value: out %.2e, lse %.2e, dqkv %.2e\n",
-           B, T, C, NH, eo, el, ed);
+    printf("  bf16 (%s path) B=%d T=%d C=%d NH=%d: max error / max value: out %.2e, lse %.2e, "
+           "dqkv %.2e\n", bf16_path_name(path), B, T, C, NH, eo, el, ed);
     TU_CHECK(eo < 1e-2, "bf16 out vs reference T=%d C=%d NH=%d: %.3g", T, C, NH, eo);
     TU_CHECK(el < 1e-5, "bf16 lse vs reference T=%d C=%d NH=%d: %.3g", T, C, NH, el);
     TU_CHECK(ed < 1e-2, "bf16 dqkv vs reference T=%d C=%d NH=%d: %.3g", T, C, NH, ed);
+    if (path != BF16_PATH_NATIVE) {
+        TU_CHECK(memcmp(out, out32, no * sizeof(float)), "bf16 (fp32 path) out equals fp32's");
+        TU_CHECK(memcmp(dqkv, dqkv32, nqkv * sizeof(float)), "bf16 (fp32 path) dqkv equals fp32's");
+        // Unrounded inputs: the path's own rounding gives the same bits.
+        float *q2 = falloc(nqkv), *d2 = falloc(no), *o2 = falloc(no), *l2 = falloc(nl), *g2 = falloc(nqkv);
+        tu_seed(3000 + T + C);
+        fill_qkv(q2, B, T, C, std, growing);
+        tu_fill_normal(d2, no, 1.0);
+        flash_attention_forward(ctx[BG_BF16], o2, l2, scr, q2, B, T, C, NH);
+        flash_attention_backward(ctx[BG_BF16], g2, scr, d2, q2, o2, l2, B, T, C, NH);
+        TU_CHECK(!memcmp(o2, out, no * sizeof(float)), "bf16 (fp32 path): inputs not rounded (out)");
+        free(q2), free(d2), free(o2), free(l2), free(g2);
+    }
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-    if ((C / NH) % 2 == 0) {
+    if (path == BF16_PATH_NATIVE && (C / NH) % 2 == 0) {
         TU_CHECK(memcmp(out, out32, no * sizeof(float)), "bf16 out equals fp32's: path not taken");
         TU_CHECK(memcmp(dqkv, dqkv32, nqkv * sizeof(float)), "bf16 dqkv equals fp32's: path not taken");
     }
@@ -309,6 +326,13 @@ static void test_bf16(int B, int T, int C, int NH, double std, int growing) {
     free(dq), free(ddout), free(rout), free(rlse), free(rd);
     free(qkv), free(dout), free(scr), free(out), free(lse), free(dqkv), free(out32), free(lse32),
         free(dqkv32);
+}
+
+static void test_bf16(int B, int T, int C, int NH, double std, int growing) {
+    test_bf16_path(B, T, C, NH, std, growing, BF16_PATH_NATIVE);
+    test_bf16_path(B, T, C, NH, std, growing, BF16_PATH_FP32);
+    test_bf16_path(B, T, C, NH, std, growing, BF16_PATH_NATIVE_GEMM);  // fp32 tiles too
+    kernel_ctx_set_bf16_path(ctx[BG_BF16], bf16_path_default());
 }
 
 int main(void) {
@@ -332,6 +356,11 @@ int main(void) {
     test_threads(1, 150, 24, 2, BG_FP32);  // B·NH = 2
     test_threads(2, 150, 24, 3, BG_BF16);
     test_threads(1, 151, 24, 2, BG_BF16);  // odd T: the last token pair has one token
+    for (int i = 0; i < 2; i++) {  // the same on the other bf16 path
+        const bf16_path other = bf16_path_default() == BF16_PATH_FP32 ? BF16_PATH_NATIVE : BF16_PATH_FP32;
+        kernel_ctx_set_bf16_path(ctx[BG_BF16], i ? bf16_path_default() : other);
+        if (!i) test_threads(2, 150, 24, 3, BG_BF16);
+    }
     // bf16 needs an even hs (odd ones take the fp32 tiles); odd T and partial blocks
     // exercise the padded pairs.
     test_bf16(2, 5, 12, 3, 1.0, 0);     // hs 4

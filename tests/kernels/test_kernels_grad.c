@@ -394,7 +394,7 @@ static void test_gelu(void) {
 
     // The kernel's tanh has absolute error ≤ 2e-7, so gelu errs by ≤ 0.5·|x|·2e-7
     // plus a few roundings: atol 2e-6 covers |x| up to 12; rtol 1e-6.
-    gelu_forward(out, BG_FP32, inp, n);
+    gelu_forward(out, OPERAND_F32, inp, n);
     gelu_loss(&c);
     tu_expect_close("gelu fwd", out, c.out, n, 2e-6, 1e-6);
 
@@ -403,7 +403,7 @@ static void test_gelu(void) {
     double *gx = dalloc(n);
     fd_grad(gx, c.inp, n, gelu_loss, &c);
     float *dx = falloc(n);
-    gelu_backward(dx, BG_FP32, w, inp, n);  // writes
+    gelu_backward(dx, OPERAND_F32, w, inp, n);  // writes
     tu_expect_close("gelu dinp", dx, gx, n, 5e-6, 1e-5);
 
     free(gx), free(dx);
@@ -437,7 +437,7 @@ static void test_swiglu(int N, int F) {
     fill_pair(w, c.w, no, 1.0);
 
     // A handful of roundings per element plus exp's 1e-7 relative error: 1e-6.
-    swiglu_forward(out, BG_FP32, inp, N, F);
+    swiglu_forward(out, OPERAND_F32, inp, N, F);
     swiglu_loss(&c);
     tu_expect_close("swiglu fwd", out, c.out, no, 1e-6, 1e-6);
 
@@ -445,7 +445,7 @@ static void test_swiglu(int N, int F) {
     double *gx = dalloc(ni);
     fd_grad(gx, c.inp, ni, swiglu_loss, &c);
     float *dx = falloc(ni);
-    swiglu_backward(dx, BG_FP32, w, inp, N, F);  // writes
+    swiglu_backward(dx, OPERAND_F32, w, inp, N, F);  // writes
     tu_expect_close("swiglu dinp", dx, gx, ni, 5e-6, 5e-6);
 
     free(gx), free(dx);

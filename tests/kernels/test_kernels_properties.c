@@ -132,11 +132,11 @@ static void run_crossentropy(void *p) {
 }
 static void run_swiglu_bwd(void *p) {
     det_ctx *c = p;
-    swiglu_backward(c->g1, BG_FP32, c->dy, c->x, c->N, c->C / 2);
+    swiglu_backward(c->g1, OPERAND_F32, c->dy, c->x, c->N, c->C / 2);
 }
 static void run_gelu_bwd(void *p) {
     det_ctx *c = p;
-    gelu_backward(c->g1, BG_FP32, c->dy, c->x, c->n1);
+    gelu_backward(c->g1, OPERAND_F32, c->dy, c->x, c->n1);
 }
 
 // The result buffers g1..g3 (and out) start from the same values for each thread

@@ -78,7 +78,9 @@ static double max_rel_gap(const float *got, const double *want, size_t n) {
     return worst / scale;
 }
 
-static void check_gemms(bg_dtype p, const char *name, double floor_gap, double ceil_gap) {
+static void check_gemms(bg_dtype p, bf16_path path, const char *name, double floor_gap,
+                        double ceil_gap) {
+    kernel_ctx_set_bf16_path(g_kc, path);
     const int M = 37, K = 200, N = 29;
     float *a = malloc(sizeof(float) * M * K), *w = malloc(sizeof(float) * N * K);
     float *dout = malloc(sizeof(float) * M * N), *out = malloc(sizeof(float) * M * N);
@@ -125,17 +127,18 @@ static void check_gemms(bg_dtype p, const char *name, double floor_gap, double c
     free(a), free(w), free(dout), free(out), free(dinp), free(dw), free(ref), free(ref32), free(o32);
 }
 
-// n values of precision p's operand format in buf, as floats rounded to p.
-static float operand_value(const void *buf, size_t i, bg_dtype p) {
-    if (p == BG_BF16) return bg_bf16_to_f32(((const uint16_t *)buf)[i]);
+// Value i of buf in operand format f, as a float.
+static float operand_value(const void *buf, size_t i, operand_format f) {
+    if (f == OPERAND_BF16) return bg_bf16_to_f32(((const uint16_t *)buf)[i]);
     return ((const float *)buf)[i];
 }
 
-// How many of n operand-format values differ, bit for bit, from want rounded to p.
-static size_t operand_mismatches(const void *got, const float *want, size_t n, bg_dtype p) {
+// How many of n values in operand format f differ, bit for bit, from want rounded to p.
+static size_t operand_mismatches(const void *got, const float *want, size_t n, bg_dtype p,
+                                 operand_format f) {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
-        float g = operand_value(got, i, p), w = round_as(p, want[i]);
+        float g = operand_value(got, i, f), w = round_as(p, want[i]);
         bad += bg_f32_bits(g) != bg_f32_bits(w);
     }
     return bad;
@@ -144,7 +147,10 @@ static size_t operand_mismatches(const void *got, const float *want, size_t n, b
 // The producers that write GEMM operands directly (activations and their gradients)
 // give the bits of computing in fp32 and rounding, and GEMMs that read such operands,
 // or write their data product instead of adding it, give the bits of the float path.
-static void check_operand_producers(bg_dtype p, const char *name) {
+static void check_operand_producers(bg_dtype p, bf16_path path, const char *name) {
+    kernel_ctx_set_precision(g_kc, p);
+    kernel_ctx_set_bf16_path(g_kc, path);
+    const operand_format f = kernel_ctx_operand_format(g_kc);
     const int N = 3, F = 1100;  // rows of more than one 1024-value block
     const size_t n = (size_t)N * F, n2 = 2 * n;
     float *x = malloc(n2 * sizeof *x), *dy = malloc(n * sizeof *dy);
@@ -153,21 +159,21 @@ static void check_operand_producers(bg_dtype p, const char *name) {
     tu_fill_normal(dy, n, 1.0);
     x[0] = 0.0f, x[1] = 30.0f, x[2] = -30.0f;  // GELU's saturated tails, SiLU's too
 
-    gelu_forward(ref, BG_FP32, x, n);
-    gelu_forward(got, p, x, n);
-    size_t bad = operand_mismatches(got, ref, n, p);
+    gelu_forward(ref, OPERAND_F32, x, n);
+    gelu_forward(got, f, x, n);
+    size_t bad = operand_mismatches(got, ref, n, p, f);
     TU_CHECK(bad == 0, "%s gelu_forward: %zu of %zu values differ from fp32 then rounding", name, bad, n);
-    gelu_backward(ref, BG_FP32, dy, x, n);
-    gelu_backward(got, p, dy, x, n);
-    bad = operand_mismatches(got, ref, n, p);
+    gelu_backward(ref, OPERAND_F32, dy, x, n);
+    gelu_backward(got, f, dy, x, n);
+    bad = operand_mismatches(got, ref, n, p, f);
     TU_CHECK(bad == 0, "%s gelu_backward: %zu of %zu values differ", name, bad, n);
-    swiglu_forward(ref, BG_FP32, x, N, F);
-    swiglu_forward(got, p, x, N, F);
-    bad = operand_mismatches(got, ref, n, p);
+    swiglu_forward(ref, OPERAND_F32, x, N, F);
+    swiglu_forward(got, f, x, N, F);
+    bad = operand_mismatches(got, ref, n, p, f);
     TU_CHECK(bad == 0, "%s swiglu_forward: %zu of %zu values differ", name, bad, n);
-    swiglu_backward(ref, BG_FP32, dy, x, N, F);
-    swiglu_backward(got, p, dy, x, N, F);
-    bad = operand_mismatches(got, ref, n2, p);
+    swiglu_backward(ref, OPERAND_F32, dy, x, N, F);
+    swiglu_backward(got, f, dy, x, N, F);
+    bad = operand_mismatches(got, ref, n2, p, f);
     TU_CHECK(bad == 0, "%s swiglu_backward: %zu of %zu values differ", name, bad, n2);
 
     // GEMMs: out (M,Nn) = a (M,K) · w (Nn,K)ᵀ with a given as floats or rounded.
@@ -181,8 +187,8 @@ static void check_operand_producers(bg_dtype p, const char *name) {
     tu_fill_normal(d, (size_t)M * Nn, 1.0);
     kernel_ctx_set_precision(g_kc, p);
     matmul_weights_changed(g_kc);
-    gelu_forward(ar, p, a, (size_t)M * K);  // a rounded operand, and its float twin in ref
-    gelu_forward(ref, BG_FP32, a, (size_t)M * K);
+    gelu_forward(ar, f, a, (size_t)M * K);  // a rounded operand, and its float twin in ref
+    gelu_forward(ref, OPERAND_F32, a, (size_t)M * K);
     matmul_forward(g_kc, o1, ref, w, M, K, Nn);
     matmul_forward_op(g_kc, o2, matmul_rounded(ar), w, M, K, Nn);
     TU_CHECK(!memcmp(o1, o2, (size_t)M * Nn * sizeof *o1), "%s matmul_forward_op: a rounded operand "
@@ -221,12 +227,16 @@ int main(void) {
     tu_seed(11);
     g_kc = kernel_ctx_create(BG_FP32);
     check_casts();
-    check_gemms(BG_BF16, "bf16", 1e-4, 1e-2);
-    check_gemms(BG_FP16, "fp16", 1e-5, 2e-3);
+    // bf16 on both paths: each is within the same tolerance of the rounded operands'
+    // exact product.
+    check_gemms(BG_BF16, BF16_PATH_NATIVE, "bf16 native", 1e-4, 1e-2);
+    check_gemms(BG_BF16, BF16_PATH_FP32, "bf16 via fp32", 1e-4, 1e-2);
+    check_gemms(BG_FP16, BF16_PATH_NATIVE, "fp16", 1e-5, 2e-3);
     check_fp16_overflow();
-    check_operand_producers(BG_BF16, "bf16");
-    check_operand_producers(BG_FP16, "fp16");
-    check_operand_producers(BG_FP32, "fp32");
+    check_operand_producers(BG_BF16, BF16_PATH_NATIVE, "bf16 native");
+    check_operand_producers(BG_BF16, BF16_PATH_FP32, "bf16 via fp32");
+    check_operand_producers(BG_FP16, BF16_PATH_NATIVE, "fp16");
+    check_operand_producers(BG_FP32, BF16_PATH_NATIVE, "fp32");
     kernel_ctx_free(g_kc);
     return tu_finish("matmul_precision");
 }

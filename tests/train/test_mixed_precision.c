@@ -22,13 +22,16 @@
 #define WINDOW 10
 #define TRACK_TOL 0.02
 
-static void run(const train_fixture *f, bg_dtype dtype, double *losses, long *skipped) {
+// path: the kernels' bf16 path for this run (both are run under bf16: each must track
+// fp32, hence the other, within the tolerance).
+static void run(const train_fixture *f, bg_dtype dtype, bf16_path path, double *losses, long *skipped) {
     train_options o;
     fixture_options(&o, f);
     o.steps = STEPS;
     o.dtype = dtype;
     trainer tr;
     BG_ASSERT(trainer_init(&tr, &o) == BG_OK);
+    kernel_ctx_set_bf16_path(tr.m.kernels, path);
     for (int i = 0; i < STEPS; i++) losses[i] = fixture_step(&tr);
     *skipped = tr.skipped_steps;
     trainer_free(&tr);
@@ -133,15 +136,20 @@ static void check_scaled_gradients(const train_fixture *f) {
 int main(void) {
     train_fixture f;
     fixture_make_task(&f, SYNTH_COUNT, 8);
-    double ref[STEPS], bf16[STEPS], fp16[STEPS];
-    long skipped_ref, skipped_bf16, skipped_fp16;
-    run(&f, BG_FP32, ref, &skipped_ref);
-    run(&f, BG_BF16, bf16, &skipped_bf16);
-    run(&f, BG_FP16, fp16, &skipped_fp16);
+    double ref[STEPS], bf16[STEPS], bf16_other[STEPS], fp16[STEPS];
+    long skipped_ref, skipped_bf16, skipped_other, skipped_fp16;
+    const bf16_path path = bf16_path_default();
+    const bf16_path other = path == BF16_PATH_FP32 ? BF16_PATH_NATIVE : BF16_PATH_FP32;
+    run(&f, BG_FP32, path, ref, &skipped_ref);
+    run(&f, BG_BF16, path, bf16, &skipped_bf16);
+    run(&f, BG_BF16, other, bf16_other, &skipped_other);
+    run(&f, BG_FP16, path, fp16, &skipped_fp16);
+    printf("bf16 paths: this CPU's %s, the other %s\n", bf16_path_name(path), bf16_path_name(other));
     check_tracks("bf16", bf16, ref);
+    check_tracks("bf16, the other path", bf16_other, ref);
     check_tracks("fp16", fp16, ref);
     printf("fp16 steps skipped for overflow at the default scale: %ld\n", skipped_fp16);
-    TU_CHECK(skipped_ref == 0 && skipped_bf16 == 0, "fp32/bf16 skipped steps");
+    TU_CHECK(skipped_ref == 0 && skipped_bf16 == 0 && skipped_other == 0, "fp32/bf16 skipped steps");
     TU_CHECK(window_mean(ref, STEPS - WINDOW) < ref[0] - 1.0, "fp32 did not learn (%.4f -> %.4f)", ref[0],
              window_mean(ref, STEPS - WINDOW));
     check_injected_inf(&f);
