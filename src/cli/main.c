@@ -22,6 +22,7 @@ static const verb verbs[] = {
     {"export", cmd_export, "write a checkpoint as a Hugging Face model (Mixtral or GPT-2 layout)"},
     {"inspect", cmd_inspect, "print a checkpoint's config, step, parameter counts and checksum status"},
     {"eval", cmd_eval, "print a checkpoint's loss and perplexity on a token shard"},
+    {"report", cmd_report, "draw metrics logs as one self-contained HTML report (runs compared)"},
     {"generate", cmd_generate, "sample text from a checkpoint (KV cache; temperature, top-k, top-p)"},
 };
 
