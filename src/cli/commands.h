@@ -13,6 +13,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 // LOG.jsonl -> LOG.html, the report beside its log (caller frees; NULL: out of memory).
 char *cli_report_path_for(const char *log);
 #endif
