@@ -126,18 +126,6 @@ static int source_all_taken(const hf_source *s) {
     return BG_OK;
 }
 
-// A bias bagualu's model does not have: accepted only when every element is zero.
-static int take_zero_bias(hf_source *s, const char *name, int64_t n) {
-    float *b = bg_malloc(sizeof(float) * (size_t)n);
-    int rc = take(s, name, b, n, 0);
-    for (int64_t i = 0; rc == BG_OK && i < n; i++)
-        if (b[i] != 0)
-            rc = bg_error("%s: tensor \"%s\" is a non-zero bias (element %lld is %g); bagualu's linear "
-                          "layers have no biases", s->files[0].path, name, (long long)i, (double)b[i]);
-    free(b);
-    return rc;
-}
-
 // With tied embeddings a stored lm_head.weight must be the embedding itself.
 static int take_tied_head(hf_source *s, const char *name, const float *wte, int64_t V, int64_t C) {
     int f, i;
@@ -312,6 +300,8 @@ static int gpt2_config(hf_config *h) {
     cJSON_AddStringToObject(h->out, "hidden_act", "gelu");
     cJSON_AddStringToObject(h->out, "position_embedding", "learned");
     cJSON_AddNumberToObject(h->out, "num_local_experts", 0);
+    cJSON_AddBoolToObject(h->out, "attention_bias", 1);  // GPT-2 has biases on every linear layer
+    cJSON_AddBoolToObject(h->out, "mlp_bias", 1);
     cJSON_AddBoolToObject(h->out, "tie_word_embeddings", tied(h, 1));
     return BG_OK;
 }
@@ -354,15 +344,15 @@ static int gpt2_tensors(hf_source *s, const model *m) {
         if (take(s, HF("h.%d.ln_1.weight", l), param_at(m, "model.layers.%d.input_layernorm.weight", l), C, 0) ||
             take(s, HF("h.%d.ln_1.bias", l), param_at(m, "model.layers.%d.input_layernorm.bias", l), C, 0) ||
             take_transposed(s, HF("h.%d.attn.c_attn.weight", l), param_at(m, "model.layers.%d.self_attn.q_proj.weight", l), C, 3 * C) ||
-            take_zero_bias(s, HF("h.%d.attn.c_attn.bias", l), 3 * C) ||
+            take(s, HF("h.%d.attn.c_attn.bias", l), param_at(m, "model.layers.%d.self_attn.q_proj.bias", l), 3 * C, 0) ||
             take_transposed(s, HF("h.%d.attn.c_proj.weight", l), param_at(m, "model.layers.%d.self_attn.o_proj.weight", l), C, C) ||
-            take_zero_bias(s, HF("h.%d.attn.c_proj.bias", l), C) ||
+            take(s, HF("h.%d.attn.c_proj.bias", l), param_at(m, "model.layers.%d.self_attn.o_proj.bias", l), C, 0) ||
             take(s, HF("h.%d.ln_2.weight", l), param_at(m, "model.layers.%d.post_attention_layernorm.weight", l), C, 0) ||
             take(s, HF("h.%d.ln_2.bias", l), param_at(m, "model.layers.%d.post_attention_layernorm.bias", l), C, 0) ||
             take_transposed(s, HF("h.%d.mlp.c_fc.weight", l), param_at(m, "model.layers.%d.mlp.up_proj.weight", l), C, F) ||
-            take_zero_bias(s, HF("h.%d.mlp.c_fc.bias", l), F) ||
+            take(s, HF("h.%d.mlp.c_fc.bias", l), param_at(m, "model.layers.%d.mlp.up_proj.bias", l), F, 0) ||
             take_transposed(s, HF("h.%d.mlp.c_proj.weight", l), param_at(m, "model.layers.%d.mlp.down_proj.weight", l), F, C) ||
-            take_zero_bias(s, HF("h.%d.mlp.c_proj.bias", l), C))
+            take(s, HF("h.%d.mlp.c_proj.bias", l), param_at(m, "model.layers.%d.mlp.down_proj.bias", l), C, 0))
             return BG_ERR;
     }
     if (take(s, HF("%s", "ln_f.weight"), param_at(m, "model.norm.weight", 0), C, 0) ||

@@ -10,10 +10,11 @@
 //   GPT-2 (model_type "gpt2"): Conv1D weights transposed back, c_attn split into q, k, v;
 //     names with or without the "transformer." prefix.
 // Nothing is dropped silently: a config key this model cannot represent (grouped-query
-// attention, sliding windows, rope scaling, attention or linear biases, another
+// attention, sliding windows, rope scaling, Mixtral attention biases, another
 // activation, any key not known to be harmless) and a tensor no parameter takes are
-// errors naming the key or tensor. GPT-2's linear biases are accepted only when all zero
-// (what export writes); its causal-mask buffers (attn.bias, attn.masked_bias) are skipped.
+// errors naming the key or tensor. GPT-2 imports with attention_bias and mlp_bias (its
+// linear biases become parameters); its causal-mask buffers (attn.bias,
+// attn.masked_bias) are skipped.
 //
 // The checkpoint is format 2 at SAVE_DIR/step_<step>/ with `latest` pointing at it:
 // parameters as read (converted to f32), a fresh optimizer (zero moments, AdamW step 0),

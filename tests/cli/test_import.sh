@@ -5,8 +5,9 @@
 # file does, the imported checkpoint evaluates to the original's loss (same weights:
 # bit for bit), trains on with --resume and generates. Every key or tensor the model
 # cannot represent (grouped-query attention, sliding window, rope scaling, another
-# activation, attention biases, a key it does not know, non-zero GPT-2 biases, a tensor
-# with no place) is one line naming it, exit 2: nothing is dropped silently.
+# activation, Mixtral attention biases, a key it does not know, a tensor with no place)
+# is one line naming it, exit 2; GPT-2's non-zero biases come back out of an export
+# unchanged: nothing is dropped silently.
 BIN=$1
 source "$(dirname "$0")/../shell_checks.sh"
 
@@ -112,10 +113,30 @@ refuse qwen 'key "model_type" is "qwen2_moe"' moe-hf 'c["model_type"] = "qwen2_m
 refuse gpt2-gelu 'key "activation_function" is gelu' dense-hf 'c["activation_function"] = "gelu"'
 refuse extra-tensor 'tensor "model.layers.0.self_attn.q_proj.bias" has no place' moe-hf \
   't["model.layers.0.self_attn.q_proj.bias"] = ("F32", [32], struct.pack("<32f", *([0.5] * 32)))'
-refuse gpt2-bias 'tensor "transformer.h.1.mlp.c_fc.bias" is a non-zero bias' dense-hf \
-  't["transformer.h.1.mlp.c_fc.bias"] = ("F32", [64], struct.pack("<64f", *([0.0] * 63 + [0.25])))'
 refuse gqa-shapes '"num_key_value_heads" is 1' moe-hf \
   'c["num_key_value_heads"] = 1; t["model.layers.0.self_attn.k_proj.weight"] = ("F32", [8, 32], bytes(4 * 8 * 32))'
+# GPT-2's biases are parameters: non-zero ones come back out of an export unchanged
+# (dropping one would export zeros there), and they change the model's loss.
+variant dense-hf gpt2-bias '
+t["transformer.h.1.mlp.c_fc.bias"] = ("F32", [64], struct.pack("<64f", *[0.01 * i for i in range(64)]))
+t["transformer.h.0.attn.c_attn.bias"] = ("F32", [96], struct.pack("<96f", *[0.3 - 0.005 * i for i in range(96)]))
+t["transformer.h.0.attn.c_proj.bias"] = ("F32", [32], struct.pack("<32f", *([0.2] * 32)))
+t["transformer.h.1.mlp.c_proj.bias"] = ("F32", [32], struct.pack("<32f", *([-0.1] * 32)))'
+if "$BIN" import --from "$D/gpt2-bias" --out "$D/gpt2-bias-ck" >/dev/null 2>"$D/err" &&
+   "$BIN" export --checkpoint "$D/gpt2-bias-ck" --out "$D/gpt2-bias-hf" >/dev/null 2>>"$D/err" &&
+   python3 - "$D/gpt2-bias/model.safetensors" "$D/gpt2-bias-hf/model.safetensors" 2>>"$D/err" <<'PY'
+import json, struct, sys
+def tensors(path):
+    b = open(path, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
+    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+bad = [k for k in a if a[k] != b.get(k)] + [k for k in b if k not in a]
+sys.exit(f"differ: {bad}" if bad else 0)
+PY
+then ok; else bad "GPT-2 biases did not survive import -> export: $(cat "$D/err")"; fi
+a=$(loss_of "$D/dense-imp") b=$(loss_of "$D/gpt2-bias-ck")
+if [ -n "$b" ] && [ "$a" != "$b" ]; then ok; else bad "non-zero biases do not change the loss ($a vs $b)"; fi
+
 expect no-config "config.json: cannot open" -- "$BIN" import --from "$D/nowhere" --out "$D/x"
 
 echo "test_import: $pass passed, $fail failed"
