@@ -45,6 +45,7 @@ expect empty "empty metrics log" -- "$BIN" report "$D/empty.jsonl"
 printf '{"step":1}\nnot json\n' >"$D/bad.jsonl"
 expect not-jsonl "bad.jsonl:2: not a JSON object" -- "$BIN" report "$D/bad.jsonl"
 expect no-logs "no metrics log given" -- "$BIN" report --out "$D/x.html"
+expect report-no-log "--report-every needs --log" -- run --steps 2 --report-every 1
 expect_code unwritable 1 "cannot write the report" -- "$BIN" report "$D/a.jsonl" --out "$D/no/such/dir/r.html"
 
 "$BIN" report "$D/a.jsonl" "$D/b.jsonl" --out "$D/r.html" >"$D/report.out" 2>&1 ||
