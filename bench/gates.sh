@@ -79,7 +79,7 @@ quality() {
             { echo "gates: $name failed (see $run/stdout)" >&2; continue; }
         python3 - "$run/metrics.jsonl" "$run/stdout" "$name" <<'PY'
 import json, re, statistics as st, sys
-lines = [json.loads(l) for l in open(sys.argv[1])]
+lines = [m for m in map(json.loads, open(sys.argv[1])) if "step" in m]
 tail = lines[-min(100, len(lines)):]  # the last 100 steps: the trained router
 out = open(sys.argv[2]).read().replace("\r", "\n")
 val = re.findall(r"val loss after training: ([0-9.]+)", out)

@@ -49,8 +49,10 @@ train() {  # binary, output dir, launcher and extra flags...
 log_diff() {
     python3 - "$1" "$2" <<'PY'
 import json, re, sys
-old = [json.loads(l) for l in open(sys.argv[1])]
-new = [json.loads(l) for l in open(sys.argv[2])]
+# Step lines only: the run's description (the first line) and validation lines are
+# not in every build's log.
+old = [m for m in map(json.loads, open(sys.argv[1])) if "step" in m]
+new = [m for m in map(json.loads, open(sys.argv[2])) if "step" in m]
 import os
 timing = re.compile(r"^(tokens_per_s|gflops|[a-z0-9_]*_s)$")
 ignored = set(os.environ.get("IGNORE_FIELDS", "").split())

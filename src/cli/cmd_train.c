@@ -5,7 +5,9 @@
 #include "core/dtype.h"
 #include "train/trainer.h"
 
+#include <ctype.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +16,34 @@ static volatile int stop_requested = 0;  // int is sig_atomic_t on the targets
 static void on_stop_signal(int sig) {
     (void)sig;
     stop_requested = 1;
+}
+
+// "bagualu train --flag value ...", each argument quoted for a shell when it needs it.
+static char *command_line_of(int argc, char **argv) {
+    size_t n = strlen("bagualu train") + 1;
+    for (int i = 0; i < argc; i++) n += 4 * strlen(argv[i]) + 3;
+    char *s = malloc(n), *p = s;
+    if (!s) return NULL;
+    p += sprintf(p, "bagualu train");
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int plain = *a != '\0';
+        for (const char *c = a; *c; c++)
+            plain &= isalnum((unsigned char)*c) || strchr("-_./=:,+@%", *c) != NULL;
+        *p++ = ' ';
+        if (plain) {
+            p += sprintf(p, "%s", a);
+            continue;
+        }
+        *p++ = '\'';
+        for (const char *c = a; *c; c++) {
+            if (*c == '\'') p += sprintf(p, "'\\''");
+            else *p++ = *c;
+        }
+        *p++ = '\'';
+    }
+    *p = '\0';
+    return s;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -61,6 +91,8 @@ int cmd_train(int argc, char **argv) {
         {"recompute", ARG_STR, &recompute, 0, "activations: none (keep every block's) or block (keep block inputs, recompute in the backward); default none"},
         {"loss-scale", ARG_FLOAT, &o.loss_scale_init, 0, "fp16: initial loss scale (default 65536)"},
         {"loss-scale-window", ARG_LONG, &o.loss_scale_window, 0, "fp16: double the scale after N good steps (default 1000)"},
+        {"report", ARG_STR, &o.report_path, 0, "the HTML run report --report-every rewrites (default: the log's name with .html)"},
+        {"report-every", ARG_LONG, &o.report_every, 0, "rewrite the run report every N steps and at the end (needs --log; default 0: never)"},
         {"fallback", ARG_SWITCH, &o.fallback, 0, "with --resume latest: use an older checkpoint if the newest is corrupt"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
@@ -113,8 +145,15 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     o.recompute = recompute && !strcmp(recompute, "block") ? MODEL_RECOMPUTE_BLOCK : MODEL_RECOMPUTE_NONE;
+    char *command_line = command_line_of(argc, argv);
+    char *report_path = NULL;
+    if (!o.report_path && o.report_every > 0 && o.log_path)
+        o.report_path = report_path = cli_report_path_for(o.log_path);
+    o.command_line = command_line;
     int report = 1;
     int rc = trainer_run(&o, &report);
+    free(command_line);
+    free(report_path);
     if (rc != TRAIN_OK && report) fprintf(stderr, "bagualu: %s\n", bg_last_error());
     return rc;
 }

@@ -14,4 +14,8 @@ int cmd_generate(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_plan_probe(int argc, char **argv);  // hidden: the MPI link probe of plan --calibrate
+int cmd_report(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+// LOG.jsonl -> LOG.html, the report beside its log (caller frees; NULL: out of memory).
+char *cli_report_path_for(const char *log);
 #endif

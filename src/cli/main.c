@@ -20,8 +20,10 @@ static const verb verbs[] = {
     {"tokenizer", cmd_tokenizer, "train a BPE tokenizer, encode text to ids, decode ids to text"},
     {"prepare", cmd_prepare, "tokenize text files into train and val token shards"},
     {"export", cmd_export, "write a checkpoint as a Hugging Face model (Mixtral or GPT-2 layout)"},
+    {"import", cmd_import, "read a Hugging Face model (Mixtral or GPT-2 layout) into a checkpoint"},
     {"inspect", cmd_inspect, "print a checkpoint's config, step, parameter counts and checksum status"},
     {"eval", cmd_eval, "print a checkpoint's loss and perplexity on a token shard"},
+    {"report", cmd_report, "draw metrics logs as one self-contained HTML report (runs compared)"},
     {"generate", cmd_generate, "sample text from a checkpoint (KV cache; temperature, top-k, top-p)"},
     {"plan", cmd_plan, "predict a run's memory and step time on a cluster; search layouts; calibrate"},
     {"plan-probe", cmd_plan_probe, NULL},  // hidden: run by plan --calibrate under mpirun

@@ -3,6 +3,7 @@
 #include "core/error.h"
 
 #include "kernels/kernels.h"
+#include "moe/ffn.h"
 
 void block_norm_forward(const model_config *c, float *out, float *mean, float *rstd,
                         const float *inp, const float *w, const float *b, int N) {
@@ -23,10 +24,12 @@ void block_attention_forward(kernel_ctx *kc, layer_acts *la, const layer_params 
     const int N = B * T, C = c->hidden_size, NH = c->num_attention_heads;
     block_norm_forward(c, la->ln1, la->ln1_mean, la->ln1_rstd, la->x, lp->ln1_w, lp->ln1_b, N);
     matmul_forward(kc, la->qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
+    if (lp->qkv_b) ffn_bias_forward(la->qkv, lp->qkv_b, N, 3 * C);  // before RoPE, as in HF
     if (c->position_embedding == POS_ROPE) rope_forward(la->qkv, rope_cos, rope_sin, B, T, C, NH);
     core->forward(core->ctx, layer, la->atty, la->qkv);
     if (!la->x2) return;  // recomputing the caches
     matmul_forward(kc, la->x2, la->atty, lp->o_w, N, C, C);
+    if (lp->o_b) ffn_bias_forward(la->x2, lp->o_b, N, C);
     vec_add(la->x2, la->x, (size_t)N * C);
 }
 
@@ -37,9 +40,11 @@ void block_attention_backward(kernel_ctx *kc, model_acts *a, layer_params *gp, c
     const size_t NC = (size_t)N * C;
     vec_zero(a->d_atty, NC);
     matmul_backward(kc, a->d_atty, gp->o_w, a->d_resid, la->atty, lp->o_w, N, C, C);
+    if (lp->o_b) ffn_bias_backward(gp->o_b, a->d_resid, N, C);
     vec_zero(a->d_qkv, 3 * NC);
     core->backward(core->ctx, layer, a->d_qkv, a->d_atty, la->qkv, la->atty);
     if (c->position_embedding == POS_ROPE) rope_backward(a->d_qkv, a->rope_cos, a->rope_sin, B, T, C, NH);
+    if (lp->qkv_b) ffn_bias_backward(gp->qkv_b, a->d_qkv, N, 3 * C);
     vec_zero(a->d_ln, NC);
     matmul_backward(kc, a->d_ln, gp->qkv_w, a->d_qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
     block_norm_backward(c, a->d_resid, gp->ln1_w, gp->ln1_b, a->d_ln, la->x, lp->ln1_w,
@@ -55,8 +60,8 @@ int block_ffn_forward(kernel_ctx *kc, float *x_next, layer_acts *la, const layer
         if (moe_forward(kc, la->ffn_out, &la->moe, la->ln2, &lp->moe, rc, ms, N) != BG_OK)
             return BG_ERR;
     } else
-        ffn_forward(kc, la->ffn_out, la->ffn_h, la->ffn_a, la->ln2, lp->ffn_in, lp->ffn_out, N, C,
-                    c->intermediate_size, c->hidden_act);
+        ffn_forward_bias(kc, la->ffn_out, la->ffn_h, la->ffn_a, la->ln2, lp->ffn_in, lp->ffn_in_b,
+                         lp->ffn_out, lp->ffn_out_b, N, C, c->intermediate_size, c->hidden_act);
     if (x_next) residual_forward(x_next, la->x2, la->ffn_out, (size_t)N * C);
     return BG_OK;
 }
@@ -70,9 +75,9 @@ void block_ffn_backward(kernel_ctx *kc, model_acts *a, layer_params *gp, const l
         moe_backward(kc, a->d_ln, &gp->moe, &a->moe_scr, a->d_resid, la->ln2, &la->moe, &lp->moe,
                      rc, ms, N);
     } else {
-        ffn_backward(kc, a->d_ln, gp->ffn_in, gp->ffn_out, a->d_ffn_a, a->d_ffn_h, a->d_resid,
-                     la->ln2, la->ffn_h, la->ffn_a, lp->ffn_in, lp->ffn_out, N, C,
-                     c->intermediate_size, c->hidden_act);
+        ffn_backward_bias(kc, a->d_ln, gp->ffn_in, gp->ffn_in_b, gp->ffn_out, gp->ffn_out_b,
+                          a->d_ffn_a, a->d_ffn_h, a->d_resid, la->ln2, la->ffn_h, la->ffn_a,
+                          lp->ffn_in, lp->ffn_out, N, C, c->intermediate_size, c->hidden_act);
     }
     block_norm_backward(c, a->d_resid, gp->ln2_w, gp->ln2_b, a->d_ln, la->x2, lp->ln2_w,
                         la->ln2_mean, la->ln2_rstd, N);

@@ -64,6 +64,8 @@ static const key_spec keys[] = {
     KEY(rope_theta, KEY_FLOAT, 0, NULL),
     KEY(norm_eps, KEY_FLOAT, 0, NULL),
     KEY(tie_word_embeddings, KEY_BOOL, 0, NULL),
+    KEY(attention_bias, KEY_BOOL, 0, NULL),
+    KEY(mlp_bias, KEY_BOOL, 0, NULL),
     KEY(initializer_range, KEY_FLOAT, 0, NULL),
     KEY(num_local_experts, KEY_INT, 0, NULL),
     KEY(num_experts_per_tok, KEY_INT, 0, NULL),
@@ -227,6 +229,8 @@ int model_config_validate(const model_config *c, const char *origin) {
         if (model_layer_is_moe(c, l)) any_moe = 1;
         else any_dense = 1;
     }
+    if (c->mlp_bias && !any_dense)
+        return bg_error("%s: mlp_bias is for dense FFN layers, and every layer is MoE (experts have no biases)", origin);
     if (any_dense && c->intermediate_size <= 0)
         return bg_error("%s: intermediate_size must be positive (the model has dense FFN layers)",
                         origin);

@@ -19,6 +19,10 @@ typedef struct {
     float rope_theta;
     float norm_eps;
     int tie_word_embeddings;
+    // Hugging Face's names: biases on q, k, v and o projections (attention_bias) and on
+    // the dense FFN layers' two projections (mlp_bias; experts have none). GPT-2 has both.
+    int attention_bias;
+    int mlp_bias;
     float initializer_range;
     // MoE: num_local_experts == 0 gives a dense model
     int num_local_experts;

@@ -77,6 +77,12 @@ static void walk_phase(walker *w, const model_config *c) {
         add(w, NULL, l, -1, 1, INIT_NORMAL, C, C, "%s.%d.self_attn.k_proj.weight", pre, l);
         add(w, NULL, l, -1, 1, INIT_NORMAL, C, C, "%s.%d.self_attn.v_proj.weight", pre, l);
         add(w, &lp->o_w, l, -1, 1, INIT_NORMAL_RESIDUAL, C, C, "%s.%d.self_attn.o_proj.weight", pre, l);
+        if (c->attention_bias) {  // q, k, v biases adjacent too: one (3C) vector
+            add(w, &lp->qkv_b, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.self_attn.q_proj.bias", pre, l);
+            add(w, NULL, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.self_attn.k_proj.bias", pre, l);
+            add(w, NULL, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.self_attn.v_proj.bias", pre, l);
+            add(w, &lp->o_b, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.self_attn.o_proj.bias", pre, l);
+        }
         add(w, &lp->ln2_w, l, -1, 0, INIT_ONES, C, 0, "%s.%d.post_attention_layernorm.weight", pre, l);
         if (!rms)
             add(w, &lp->ln2_b, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.post_attention_layernorm.bias", pre, l);
@@ -91,6 +97,15 @@ static void walk_phase(walker *w, const model_config *c) {
                 add(w, &lp->ffn_in, l, -1, 1, INIT_NORMAL, F, C, "%s.%d.mlp.up_proj.weight", pre, l);
             }
             add(w, &lp->ffn_out, l, -1, 1, INIT_NORMAL_RESIDUAL, C, F, "%s.%d.mlp.down_proj.weight", pre, l);
+            if (c->mlp_bias) {
+                if (swiglu) {
+                    add(w, &lp->ffn_in_b, l, -1, 0, INIT_ZEROS, F, 0, "%s.%d.mlp.gate_proj.bias", pre, l);
+                    add(w, NULL, l, -1, 0, INIT_ZEROS, F, 0, "%s.%d.mlp.up_proj.bias", pre, l);
+                } else {
+                    add(w, &lp->ffn_in_b, l, -1, 0, INIT_ZEROS, F, 0, "%s.%d.mlp.up_proj.bias", pre, l);
+                }
+                add(w, &lp->ffn_out_b, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.mlp.down_proj.bias", pre, l);
+            }
             continue;
         }
         int E = c->num_local_experts, F = c->moe_intermediate_size, S = c->num_shared_experts;

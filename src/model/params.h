@@ -30,9 +30,11 @@ typedef struct {
     float *ln1_w, *ln1_b;       // (C); ln*_b NULL for RMSNorm
     float *qkv_w;               // (3C,C) = [q_proj ; k_proj ; v_proj]
     float *o_w;                 // (C,C)
+    float *qkv_b, *o_b;         // (3C), (C); NULL without attention_bias
     float *ln2_w, *ln2_b;       // (C)
     int is_moe;
     float *ffn_in, *ffn_out;    // dense: (U,C), (C,F)
+    float *ffn_in_b, *ffn_out_b;  // dense with mlp_bias: (U), (C); else NULL
     moe_params moe;             // MoE: router, experts, shared experts
 } layer_params;
 

@@ -45,6 +45,9 @@ int export_hf_layout(const model_config *c, hf_layout *layout) {
             return bg_error("no Hugging Face layout for this config: Mixtral routes by softmax "
                             "top-k; router_type bias also adds a per-expert bias (DeepSeek-V3's "
                             "e_score_correction_bias)");
+        if (c->attention_bias)
+            return bg_error("no Hugging Face layout for this config: Mixtral's attention has no "
+                            "biases (attention_bias is true)");
         if (!c->norm_topk_prob)
             return bg_error("no Hugging Face layout for this config: Mixtral always renormalizes the "
                             "top-k gate weights (norm_topk_prob is false)");
@@ -177,18 +180,23 @@ static void gpt2_tensors(hf_tensors *o, const model_config *c, const param_table
         // q, k, v are adjacent in the block: one (3C,C) matrix, transposed whole.
         const float *qkv = param(t, block, "model.layers.%d.self_attn.q_proj.weight", l);
         hf_add(o, HF_NAME("attn.c_attn.weight"), hf_transposed(o, qkv, 3 * C, C), C, 3 * C);
-        hf_add(o, HF_NAME("attn.c_attn.bias"), zeros, 3 * C, 0);
+        // Biases: the model's own (attention_bias, mlp_bias), else zeros.
+        hf_add(o, HF_NAME("attn.c_attn.bias"),
+               c->attention_bias ? param(t, block, "model.layers.%d.self_attn.q_proj.bias", l) : zeros, 3 * C, 0);
         const float *ow = param(t, block, "model.layers.%d.self_attn.o_proj.weight", l);
         hf_add(o, HF_NAME("attn.c_proj.weight"), hf_transposed(o, ow, C, C), C, C);
-        hf_add(o, HF_NAME("attn.c_proj.bias"), zeros, C, 0);
+        hf_add(o, HF_NAME("attn.c_proj.bias"),
+               c->attention_bias ? param(t, block, "model.layers.%d.self_attn.o_proj.bias", l) : zeros, C, 0);
         hf_add(o, HF_NAME("ln_2.weight"), param(t, block, "model.layers.%d.post_attention_layernorm.weight", l), C, 0);
         hf_add(o, HF_NAME("ln_2.bias"), param(t, block, "model.layers.%d.post_attention_layernorm.bias", l), C, 0);
         const float *up = param(t, block, "model.layers.%d.mlp.up_proj.weight", l);
         hf_add(o, HF_NAME("mlp.c_fc.weight"), hf_transposed(o, up, F, C), C, F);
-        hf_add(o, HF_NAME("mlp.c_fc.bias"), zeros, F, 0);
+        hf_add(o, HF_NAME("mlp.c_fc.bias"),
+               c->mlp_bias ? param(t, block, "model.layers.%d.mlp.up_proj.bias", l) : zeros, F, 0);
         const float *down = param(t, block, "model.layers.%d.mlp.down_proj.weight", l);
         hf_add(o, HF_NAME("mlp.c_proj.weight"), hf_transposed(o, down, C, F), F, C);
-        hf_add(o, HF_NAME("mlp.c_proj.bias"), zeros, C, 0);
+        hf_add(o, HF_NAME("mlp.c_proj.bias"),
+               c->mlp_bias ? param(t, block, "model.layers.%d.mlp.down_proj.bias", l) : zeros, C, 0);
 #undef HF_NAME
     }
     hf_add(o, "transformer.ln_f.weight", param(t, block, "model.norm.weight", 0), C, 0);

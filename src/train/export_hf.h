@@ -15,7 +15,8 @@
 //       transformer.wte / wpe, transformer.h.N.ln_1 / ln_2 (weight, bias),
 //       attn.c_attn = [q;k;v]ᵀ (C,3C), attn.c_proj = o_projᵀ, mlp.c_fc = up_projᵀ (C,F),
 //       mlp.c_proj = down_projᵀ (F,C): GPT-2's Conv1D stores (in,out), the transpose of
-//       a Linear; their biases, which bagualu does not have, are written as zeros.
+//       a Linear; their biases are the model's (attention_bias: q, k, v, o; mlp_bias:
+//       up, down), written as zeros when the config has none.
 //       transformer.ln_f; lm_head.weight only when untied.
 //       config: n_embd, n_layer, n_head, n_inner, n_positions, vocab_size,
 //       layer_norm_epsilon, activation_function "gelu_new" (GELU, tanh approximation)

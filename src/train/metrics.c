@@ -180,6 +180,21 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
     }
 }
 
+void metrics_log_line(metrics_sink *s, const char *json) {
+    if (s->quiet || !s->log) return;
+    fputs(json, s->log);
+    fputc('\n', s->log);
+    fflush(s->log);
+}
+
+void metrics_val(metrics_sink *s, long step, double loss) {
+    if (s->quiet || !s->log) return;
+    fprintf(s->log, "{\"val_step\":%ld", step);
+    json_number(s->log, "val_loss", "%.6f", loss);
+    fputs("}\n", s->log);
+    fflush(s->log);
+}
+
 void metrics_note(metrics_sink *s, const char *fmt, ...) {
     if (s->quiet) return;
     if (s->line_open) {

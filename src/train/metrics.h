@@ -36,6 +36,10 @@ int metrics_open(metrics_sink *s, const char *log_path, long total_steps, int qu
 void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl);
 // The memory report at start (per rank: each component the largest over `ranks`).
 void metrics_memory(metrics_sink *s, const memory_report *r, int ranks);
+// A whole line of the log as given (the run's description, train/run_info.h).
+void metrics_log_line(metrics_sink *s, const char *json);
+// A validation loss: {"val_step":N,"val_loss":x} in the log (no "step": not a step's line).
+void metrics_val(metrics_sink *s, long step, double loss);
 // A message that must not be overwritten by the progress line (eval results).
 void metrics_note(metrics_sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void metrics_close(metrics_sink *s);

@@ -59,6 +59,9 @@ typedef struct {
     // Set (by a signal handler) to ask for a checkpoint at the next step boundary
     // and a clean stop; NULL: never.
     volatile int *stop_requested;
+    const char *command_line;   // the run's command, for the log's first line (NULL: "")
+    const char *report_path;    // the HTML run report (train/run_report.h) rewritten
+    long report_every;          // every N steps and at the end; 0: never
 } train_options;
 
 // A training run in progress: what a checkpoint will capture.

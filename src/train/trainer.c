@@ -12,10 +12,13 @@
 #include "train/grad_sync.h"
 #include "train/metrics.h"
 #include "train/routing_health.h"
+#include "train/run_info.h"
+#include "train/run_report.h"
 #include "train/schedule.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -45,6 +48,9 @@ void train_options_defaults(train_options *o) {
 }
 
 static int validate(const train_options *o) {
+    if (o->report_every < 0) return bg_error("--report-every must be >= 0");
+    if (o->report_every > 0 && (!o->log_path || !o->report_path))
+        return bg_error("--report-every needs --log (the report is drawn from it)");
     if (o->batch_size <= 0) return bg_error("--batch-size must be positive, got %d", o->batch_size);
     if (o->seq_len <= 0) return bg_error("--seq-len must be positive, got %d", o->seq_len);
     if (o->steps <= 0) return bg_error("--steps must be positive, got %ld", o->steps);
@@ -503,6 +509,13 @@ static void report_expert_rows(trainer *tr, const char *what) {
 }
 
 // A forward that stopped (every rank alike): the error is rank 0's to print.
+// The HTML report from the log so far; a report that cannot be written is a note, not
+// a reason to stop training.
+static void report_refresh(const train_options *o, metrics_sink *sink) {
+    if (run_report_write(&o->log_path, 1, o->report_path, NULL) != BG_OK)
+        metrics_note(sink, "run report not written: %s", bg_last_error());
+}
+
 static int run_stopped(trainer *tr, metrics_sink *sink, int *report) {
     *report = tr->rank == 0;
     metrics_close(sink);
@@ -552,6 +565,11 @@ int trainer_run(const train_options *o, int *report) {
         trainer_free(&tr);
         return TRAIN_BAD_INPUT;
     }
+    if (root) {
+        char *run = run_info_json(&tr, o->command_line);
+        if (run) metrics_log_line(&sink, run);
+        free(run);
+    }
     const model_config *cfg = &tr.cfg;
     int B = o->batch_size, T = o->seq_len, P = tr.world;
     double flops_per_step = model_flops_per_token(cfg, T) * B * T * P;
@@ -587,6 +605,7 @@ int trainer_run(const train_options *o, int *report) {
     if (tr.has_val) {
         if (trainer_evaluate(&tr, &v) != BG_OK) return run_stopped(&tr, &sink, report);
         metrics_note(&sink, "val loss %s: %.4f", tr.step ? "at resume" : "before training", v);
+        metrics_val(&sink, tr.step, v);
     }
     if (P > 1) dist_layout_traffic_reset(&tr.layout);
     routing_health health;
@@ -628,6 +647,7 @@ int trainer_run(const train_options *o, int *report) {
         routing_health_update(&health, &tr.m, P > 1 ? &tr.layout : NULL, tr.step);
         if (P > 1) dist_layout_traffic_reset(&tr.layout);
         metrics_step(&sink, &sm, &tr.m);
+        if (root && o->report_every > 0 && tr.step % o->report_every == 0) report_refresh(o, &sink);
         if (tr.skipped_at > 0)
             metrics_note(&sink, "step %ld: fp16 gradients overflowed at loss scale %g: step skipped, loss scale now %g",
                          tr.step, tr.skipped_at, tr.loss_scale);
@@ -645,6 +665,7 @@ int trainer_run(const train_options *o, int *report) {
             return run_stopped_health(&tr, &sink, &health, report);
         }
             metrics_note(&sink, "step %ld: val loss %.4f", tr.step, v);
+            metrics_val(&sink, tr.step, v);
         }
         // A signal may reach the ranks at different steps: stop where any rank saw it.
         double stop = o->stop_requested && *o->stop_requested;
@@ -670,7 +691,9 @@ int trainer_run(const train_options *o, int *report) {
             return run_stopped_health(&tr, &sink, &health, report);
         }
             metrics_note(&sink, "val loss after training: %.4f", v);
+            metrics_val(&sink, tr.step, v);
         }
+        if (root && o->report_every > 0) report_refresh(o, &sink);
         long done = tr.step - first_step;
         metrics_note(&sink, "trained %ld steps in %.1f s (%.0f tokens/s, %.1f GFLOP/s)", done,
                      bg_now() - t_start, (double)done * B * T * P / train_seconds,

@@ -100,9 +100,9 @@ expect rpn-negative "ranks-per-node must be positive" -- run "$D/good.json" "$D/
 expect ep-too-big "exceeds the number of ranks" -- run "$D/good.json" "$D/ok.bin" --expert-parallel 2
 expect log-unwritable "cannot open metrics log" -- run "$D/good.json" "$D/ok.bin" --log "$D/no/such/dir/m.jsonl"
 
-# and a good run works, with a JSON Lines log of one object per step
+# and a good run works, with a JSON Lines log: the run's description, then one object per step
 "$BIN" train --config "$D/good.json" --data "$D/ok.bin" --steps 3 --batch-size 2 --seq-len 8 --log "$D/m.jsonl" >/dev/null 2>"$D/err"
-if [ $? -eq 0 ] && [ "$(wc -l <"$D/m.jsonl")" -eq 3 ] && grep -q '"expert_counts":\[\[' "$D/m.jsonl"; then
+if [ $? -eq 0 ] && [ "$(wc -l <"$D/m.jsonl")" -eq 4 ] && head -1 "$D/m.jsonl" | grep -q '^{"run":{'  && grep -q '"expert_counts":\[\[' "$D/m.jsonl"; then
   pass=$((pass+1))
 else
   fail=$((fail+1)); echo "FAIL good run"; cat "$D/err"

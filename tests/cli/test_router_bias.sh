@@ -51,7 +51,7 @@ assert any(x != 0 for x in vals), vals  # a layer may oscillate back to 0; not b
 assert not any("e_score_correction_bias" in k for k in o), "bias in the optimizer file"
 assert not any("e_score_correction_bias" in k for k in t), "bias in a topk checkpoint"
 # The metrics log's last router_bias is the bias the checkpoint holds (%.6g: 6 digits).
-logged = [x for layer in json.loads(open(sys.argv[4]).readlines()[-1])["router_bias"] for x in layer]
+logged = [x for layer in [m for m in map(json.loads, open(sys.argv[4])) if "step" in m][-1]["router_bias"] for x in layer]
 assert len(logged) == len(vals) and all(abs(a - b) <= 1e-6 * max(1e-3, abs(b)) for a, b in zip(logged, vals)), (logged, vals)
 PY
 if [ $? -eq 0 ]; then ok; else bad "bias tensors: $(cat "$D/py")"; fi

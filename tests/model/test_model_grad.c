@@ -34,6 +34,13 @@ static void check_config(const char *label, model_config *cfg, int B, int T, uin
     model m;
     model_init(&m, cfg, seed);
     model_prepare(&m, B, T);
+    // Linear biases start at zero; non-zero values make the forward's additions count.
+    tu_seed(seed + 1);
+    for (int i = 0; i < m.table.count; i++) {
+        const param_tensor *p = &m.table.tensors[i];
+        if (strstr(p->name, "_proj.bias"))
+            for (size_t j = 0; j < p->numel; j++) m.params[p->offset + j] = 0.2f * (float)(tu_uniform() - 0.5);
+    }
     int N = B * T;
     int inputs[64], targets[64];
     BG_ASSERT(N <= 64);
@@ -150,5 +157,20 @@ int main(void) {
     d.num_local_experts = 0;  // dense model
     d.num_hidden_layers = 2;
     check_config("dense", &d, 2, 3, 3);
+
+    // Hugging Face's linear biases: attention (q, k, v, o) on a MoE model with RoPE, and
+    // attention + dense FFN (GPT-2's) on a dense one; SwiGLU's stacked gate/up bias too.
+    model_config e = b;
+    e.attention_bias = 1;
+    check_config("rmsnorm+swiglu+rope, attention_bias", &e, 2, 4, 7);
+    model_config g = d;
+    g.attention_bias = 1;
+    g.mlp_bias = 1;
+    check_config("dense, attention_bias + mlp_bias (GPT-2)", &g, 2, 3, 9);
+    model_config h = g;
+    h.hidden_act = FFN_SWIGLU;
+    h.norm = NORM_RMSNORM;
+    h.position_embedding = POS_ROPE;
+    check_config("dense swiglu+rope, attention_bias + mlp_bias", &h, 2, 3, 13);
     return tu_finish("model_grad");
 }

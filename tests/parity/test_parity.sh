@@ -90,7 +90,7 @@ reference parity "${cases[@]}"
 reference mutants "$D/moe_top1" "$D/moe_top2" "$D/moe_top3_e8" "$D/dense_gpt2"
 
 # 3. Export, read back by Hugging Face names.
-for name in moe_top2 dense_gpt2 dense_gpt2_untied; do
+for name in moe_top2 dense_gpt2 dense_gpt2_untied dense_gpt2_bias; do
   ck="$D/$name/ckpt/step_00000000"
   for dt in f32 bf16 f16; do
     expect_export "$name $dt" 0 "exported" -- --checkpoint "$ck" --format hf --out "$D/$name/hf_$dt" --dtype "$dt"

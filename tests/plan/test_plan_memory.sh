@@ -24,7 +24,7 @@ same() {  # same NAME CONFIG TRAIN_FLAGS... : plan's memory == train's
     { bad "$name: plan failed: $(cat "$D/err")"; return; }
   if python3 - "$D/log.jsonl" "$D/plan.json" <<'PY'
 import json, sys
-m = json.loads(open(sys.argv[1]).readline())["memory"]
+m = next(json.loads(l)["memory"] for l in open(sys.argv[1]) if "\"memory\"" in l)
 p = json.load(open(sys.argv[2]))["memory"]
 diff = {k: (m[k], p.get(k)) for k in m if m[k] != p.get(k)}
 if diff: print(diff); sys.exit(1)

@@ -24,7 +24,7 @@ import json, math, sys
 path, L, E, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 leave = sys.argv[5] if len(sys.argv) > 5 else "zero"
 errors = []
-lines = [json.loads(x) for x in open(path)]
+lines = [m for m in map(json.loads, open(path)) if "step" in m]  # not the run line
 for m in lines:
     s = m["step"]
     for f in ("load_min", "load_max", "load_cv", "max_over_mean", "drop_frac",
@@ -76,6 +76,7 @@ if "$BIN" train --config "$D/one.json" --data "$D/t.bin" --batch-size 1 --seq-le
 import json, sys
 for line in open(sys.argv[1]):
     m = json.loads(line)
+    if "step" not in m: continue  # the run's description
     want = [sum(x == 0 for x in c) for c in m["expert_counts"]]
     if m["dead_experts"] != want or want == [0]:
         sys.exit(f"step {m['step']}: dead_experts {m['dead_experts']}, want {want} (> 0)")
