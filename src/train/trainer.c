@@ -161,6 +161,14 @@ static int agree(trainer *tr, int rc) {
 
 static int trainer_load_inputs(trainer *tr, const train_options *o);
 
+// The fewest windows of any validation dataset: each is evaluated on its own.
+static size_t val_min_windows(const trainer *tr) {
+    size_t w = SIZE_MAX;
+    for (int d = 0; d < tr->val.count; d++)
+        if (tr->val.loaders[d].windows < w) w = tr->val.loaders[d].windows;
+    return w;
+}
+
 int trainer_init(trainer *tr, const train_options *o) {
     memset(tr, 0, sizeof *tr);
     tr->opt = *o;
@@ -168,8 +176,7 @@ int trainer_init(trainer *tr, const train_options *o) {
     if (agree(tr, rc) != BG_OK) {
         int report = tr->report_error;
         if (rc == BG_OK) {
-            loader_free(&tr->train), loader_free(&tr->val);
-            shard_free(&tr->train_shard), shard_free(&tr->val_shard);
+            data_source_free(&tr->train), data_source_free(&tr->val), free(tr->val_losses);
         }
         tr->report_error = report;
         return BG_ERR;
@@ -182,8 +189,7 @@ int trainer_init(trainer *tr, const train_options *o) {
     if (agree(tr, rc) != BG_OK) {
         int report = tr->report_error;
         if (rc == BG_OK) dist_layout_free(&tr->layout);
-        loader_free(&tr->train), loader_free(&tr->val);
-        shard_free(&tr->train_shard), shard_free(&tr->val_shard);
+        data_source_free(&tr->train), data_source_free(&tr->val), free(tr->val_losses);
         tr->report_error = report;
         return BG_ERR;
     }
@@ -195,8 +201,9 @@ int trainer_init(trainer *tr, const train_options *o) {
                                .a2a_chunks = o->a2a_chunks > 0 ? o->a2a_chunks : 1,
                                .max_expert_rows = o->max_expert_rows};
     int B = o->batch_size, T = o->seq_len;
-    if (tr->has_val && tr->val.windows < (size_t)B * tr->world) {
-        size_t w = tr->val.windows;
+    size_t val_windows = tr->has_val ? val_min_windows(tr) : 0;
+    if (tr->has_val && val_windows < (size_t)B * tr->world) {
+        size_t w = val_windows;
         rc = bg_error("%s: %zu validation windows of %d tokens is fewer than one global batch of %d",
                       o->val_path, w, T + 1, B * tr->world);
         tr->report_error = tr->rank == 0;
@@ -240,27 +247,29 @@ static int trainer_load_inputs(trainer *tr, const train_options *o) {
                         o->seq_len, tr->cfg.max_position_embeddings);
     int B = o->batch_size, T = o->seq_len;
     if (model_check_routing_groups(&tr->cfg, B, T) != BG_OK) return BG_ERR;
-    if (shard_load(&tr->train_shard, o->data_path, tr->cfg.vocab_size) != BG_OK) return BG_ERR;
-    if (loader_init(&tr->train, &tr->train_shard, T, o->seed, o->data_path) != BG_OK) {
-        shard_free(&tr->train_shard);
+    dist_comm *world = dist_comm_world(0);
+    int verbose = dist_rank(world) == 0;  // one progress line per job
+    dist_comm_free(world);
+    if (data_source_open(&tr->train, o->data_path, o->data_mix, 1, tr->cfg.vocab_size, T, o->seed, verbose) !=
+        BG_OK)
         return BG_ERR;
-    }
     if (o->val_path) {
-        if (shard_load(&tr->val_shard, o->val_path, tr->cfg.vocab_size) != BG_OK ||
-            loader_init(&tr->val, &tr->val_shard, T, o->seed, o->val_path) != BG_OK) {
-            loader_free(&tr->train);
-            shard_free(&tr->train_shard);
-            shard_free(&tr->val_shard);
+        int named = strchr(o->val_path, '=') || strstr(o->val_path, ".json");
+        if (data_source_open(&tr->val, named ? NULL : o->val_path, named ? o->val_path : NULL, 0,
+                             tr->cfg.vocab_size, T, o->seed, verbose) != BG_OK) {
+            data_source_free(&tr->train);
             return BG_ERR;
         }
-        if (tr->val.windows < (size_t)B) {
-            size_t w = tr->val.windows;
-            loader_free(&tr->train), loader_free(&tr->val);
-            shard_free(&tr->train_shard), shard_free(&tr->val_shard);
+        tr->has_val = 1;
+        tr->val_losses = bg_calloc((size_t)tr->val.count, sizeof *tr->val_losses);
+        if (val_min_windows(tr) < (size_t)B) {
+            size_t w = val_min_windows(tr);
+            data_source_free(&tr->train), data_source_free(&tr->val);
+            free(tr->val_losses);
+            tr->has_val = 0;
             return bg_error("%s: %zu validation windows of %d tokens is fewer than one batch of %d",
                             o->val_path, w, T + 1, B);
         }
-        tr->has_val = 1;
     }
     return BG_OK;
 }
@@ -270,8 +279,9 @@ int trainer_compute_grads(trainer *tr, double *loss) {
     int B = o->batch_size;
     model *m = &tr->m;
     // This rank's slice of the global batch: the same tokens whatever the layout.
-    loader_samples(&tr->train, tr->samples + (uint64_t)tr->rank * B, B, tr->inputs, tr->targets);
-    tr->samples += (uint64_t)B * (tr->world > 0 ? tr->world : 1);
+    int P = tr->world > 0 ? tr->world : 1;
+    data_source_batch(&tr->train, tr->samples, B * P, tr->rank * B, B, tr->inputs, tr->targets);
+    tr->samples += (uint64_t)B * P;
     m->opt.loss_scale = tr->loss_scale;  // the precision was set once, in trainer_init
     m->step = tr->step;                  // routers that draw numbers key them by step
     *loss = NAN;
@@ -321,30 +331,39 @@ int trainer_step(trainer *tr, double *loss) {
     return BG_OK;
 }
 
-int trainer_evaluate(trainer *tr, double *loss) {
-    *loss = NAN;
-    if (!tr->has_val) return BG_OK;
+// One validation dataset: global batches of its windows in set order; this rank takes
+// its slice.
+static int evaluate_one(trainer *tr, const data_loader *val, double *loss) {
     int B = tr->opt.batch_size, T = tr->opt.seq_len, P = tr->world > 0 ? tr->world : 1;
     double sum = 0;
     int done = 0;
-    int no_grad = tr->m.opt.no_grad;
-    tr->m.opt.no_grad = 1;  // loss only: no LM-head gradient GEMMs during evaluation
-    // Global batches of validation windows in file order; this rank takes its slice.
-    for (size_t i = 0; i < (size_t)tr->opt.eval_batches && (i + 1) * B * P <= tr->val.windows; i++) {
+    for (size_t i = 0; i < (size_t)tr->opt.eval_batches && (i + 1) * B * P <= val->windows; i++) {
         size_t w = i * B * P + (size_t)tr->rank * B;
         for (int b = 0; b < B; b++)
-            loader_window(&tr->val, w + b, tr->inputs + (size_t)b * T, tr->targets + (size_t)b * T);
-        if (model_forward(&tr->m, tr->inputs, tr->targets) != BG_OK) {
-            tr->m.opt.no_grad = no_grad;
-            return BG_ERR;
-        }
+            loader_window(val, w + b, tr->inputs + (size_t)b * T, tr->targets + (size_t)b * T);
+        if (model_forward(&tr->m, tr->inputs, tr->targets) != BG_OK) return BG_ERR;
         grad_sync_loss(&tr->m);
         sum += tr->m.loss;
         done++;
     }
-    tr->m.opt.no_grad = no_grad;
     *loss = sum / done;
     return BG_OK;
+}
+
+int trainer_evaluate(trainer *tr, double *loss) {
+    *loss = NAN;
+    if (!tr->has_val) return BG_OK;
+    int no_grad = tr->m.opt.no_grad;
+    tr->m.opt.no_grad = 1;  // loss only: no LM-head gradient GEMMs during evaluation
+    double sum = 0;
+    int rc = BG_OK;
+    for (int d = 0; d < tr->val.count && rc == BG_OK; d++) {  // named sets: the mean of their losses
+        rc = evaluate_one(tr, &tr->val.loaders[d], &tr->val_losses[d]);
+        sum += tr->val_losses[d];
+    }
+    tr->m.opt.no_grad = no_grad;
+    if (rc == BG_OK) *loss = sum / tr->val.count;
+    return rc;
 }
 
 void trainer_free(trainer *tr) {
@@ -353,10 +372,9 @@ void trainer_free(trainer *tr) {
     free(tr->targets);
     adamw_free(&tr->adam);
     model_free(&tr->m);
-    loader_free(&tr->train);
-    loader_free(&tr->val);
-    shard_free(&tr->train_shard);
-    shard_free(&tr->val_shard);
+    data_source_free(&tr->train);
+    data_source_free(&tr->val);
+    free(tr->val_losses);
     memset(tr, 0, sizeof *tr);
 }
 
