@@ -14,6 +14,7 @@
 #include "train/schedule.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -490,6 +491,43 @@ static void report_expert_rows(trainer *tr, const char *what) {
 }
 
 // A forward that stopped (every rank alike): the error is rank 0's to print.
+// A blended run's log line: "data_tokens": tokens drawn from each dataset so far
+// (samples x seq_len; the blend's counts are at tr->samples). NULL for a plain run.
+static const char *data_tokens_json(const trainer *tr, char *buf, size_t cap) {
+    const data_source *src = &tr->train;
+    if (!src->named) return NULL;
+    size_t n = (size_t)snprintf(buf, cap, "\"data_tokens\":{");
+    for (int d = 0; d < src->count && n < cap; d++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s\"%s\":%" PRIu64, d ? "," : "", src->names[d],
+                              src->blend.taken[d] * (uint64_t)tr->opt.seq_len);
+    if (n < cap) snprintf(buf + n, cap - n, "}");
+    return buf;
+}
+
+// An evaluation's note; named validation sets add each one's loss, to the note and as
+// one JSON object line in the log.
+static void report_val(const trainer *tr, metrics_sink *sink, const char *label, double v) {
+    if (!tr->val.named) {
+        metrics_note(sink, "%s: %.4f", label, v);
+        return;
+    }
+    char note[2048], json[2048];
+    int n = snprintf(note, sizeof note, "%s: %.4f (", label, v);
+    int j = snprintf(json, sizeof json, "{\"step\":%ld,\"val_loss\":%.6f,\"val_loss_by_dataset\":{", tr->step, v);
+    for (int d = 0; d < tr->val.count; d++) {
+        if (n < (int)sizeof note)
+            n += snprintf(note + n, sizeof note - (size_t)n, "%s%s %.4f", d ? ", " : "", tr->val.names[d],
+                          tr->val_losses[d]);
+        if (j < (int)sizeof json)
+            j += snprintf(json + j, sizeof json - (size_t)j, "%s\"%s\":%.6f", d ? "," : "", tr->val.names[d],
+                          tr->val_losses[d]);
+    }
+    if (n < (int)sizeof note) snprintf(note + n, sizeof note - (size_t)n, ")");
+    if (j < (int)sizeof json) snprintf(json + j, sizeof json - (size_t)j, "}}");
+    metrics_note(sink, "%s", note);
+    metrics_log_object(sink, json);
+}
+
 static int run_stopped(trainer *tr, metrics_sink *sink, int *report) {
     *report = tr->rank == 0;
     metrics_close(sink);
@@ -564,7 +602,7 @@ int trainer_run(const train_options *o, int *report) {
     double v;
     if (tr.has_val) {
         if (trainer_evaluate(&tr, &v) != BG_OK) return run_stopped(&tr, &sink, report);
-        metrics_note(&sink, "val loss %s: %.4f", tr.step ? "at resume" : "before training", v);
+        report_val(&tr, &sink, tr.step ? "val loss at resume" : "val loss before training", v);
     }
     if (P > 1) dist_layout_traffic_reset(&tr.layout);
     routing_health health;
@@ -581,6 +619,8 @@ int trainer_run(const train_options *o, int *report) {
     ckpt_saver *saver = o->save_dir ? ckpt_saver_new(&tr, o->save_dir, o->keep_last, o->save_async) : NULL;
     double t_start = bg_now(), train_seconds = 0;
     long first_step = tr.step;
+    size_t data_json_cap = 32 + (size_t)tr.train.count * 96;  // a name is at most 64 characters
+    char *data_json = bg_malloc(data_json_cap);
     rc = TRAIN_OK;
     while (tr.step < o->steps) {
         double t0 = bg_now(), loss;
@@ -599,6 +639,7 @@ int trainer_run(const train_options *o, int *report) {
             .ranks = P, .fp16 = o->dtype == BG_FP16, .loss_scale = tr.skipped_at > 0 ? tr.skipped_at : tr.loss_scale,
             .skipped = tr.skipped_at > 0, .routing = &health,
             .peak_rss_mib = peak_rss_mib(), .memory = tr.step == first_step + 1 ? &memory : NULL,
+            .extra_json = data_tokens_json(&tr, data_json, data_json_cap),
         };
         step_traffic(&tr, &sm);
         // After the step's traffic was read: its one all-reduce is the metrics', not the
@@ -622,7 +663,9 @@ int trainer_run(const train_options *o, int *report) {
             ckpt_saver_free(saver);
             return run_stopped_health(&tr, &sink, &health, report);
         }
-            metrics_note(&sink, "step %ld: val loss %.4f", tr.step, v);
+            char label[64];
+            snprintf(label, sizeof label, "step %ld: val loss", tr.step);
+            report_val(&tr, &sink, label, v);
         }
         // A signal may reach the ranks at different steps: stop where any rank saw it.
         double stop = o->stop_requested && *o->stop_requested;
@@ -647,7 +690,7 @@ int trainer_run(const train_options *o, int *report) {
             ckpt_saver_free(saver);
             return run_stopped_health(&tr, &sink, &health, report);
         }
-            metrics_note(&sink, "val loss after training: %.4f", v);
+            report_val(&tr, &sink, "val loss after training", v);
         }
         long done = tr.step - first_step;
         metrics_note(&sink, "trained %ld steps in %.1f s (%.0f tokens/s, %.1f GFLOP/s)", done,
@@ -657,6 +700,7 @@ int trainer_run(const train_options *o, int *report) {
     // A divergence leaves a save pending: commit it (it holds good state), then stop.
     if (rc != TRAIN_OK && saver && ckpt_saver_pending(saver)) poll_checkpoint(&tr, saver, &sink, 1);
     ckpt_saver_free(saver);
+    free(data_json);
     report_expert_rows(&tr, "high-water mark");
     metrics_close(&sink);
     routing_health_free(&health);
