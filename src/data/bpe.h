@@ -81,6 +81,9 @@ bpe_trainer *bpe_trainer_new(void);
 // BG_ERR (out of memory) when the word counts cannot grow.
 int bpe_trainer_add_text(bpe_trainer *tr, const uint8_t *text, size_t len);
 size_t bpe_trainer_unique_words(const bpe_trainer *tr);
+// Adds src's word counts to dst (texts counted on several threads, then joined: the
+// counts, and so the merges, are those of one trainer fed every text).
+int bpe_trainer_merge(bpe_trainer *dst, const bpe_trainer *src);
 // progress (may be NULL) is called now and then with merges done and merges wanted.
 // Fails for a vocabulary under 257 and for want of memory.
 int bpe_train(bpe_trainer *tr, int vocab_size, bpe_tokenizer **out,
