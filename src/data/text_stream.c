@@ -110,18 +110,43 @@ static int refill(text_stream *s) {
     return BG_OK;
 }
 
+static int is_space_cp(uint32_t c) {  // Unicode White_Space: the pattern's \s
+    return c == ' ' || (c >= 9 && c <= 13) || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// Whether the last character of t[b, e) is white space (a byte outside valid UTF-8 is not).
+static int ends_in_space(const uint8_t *t, size_t b, size_t e) {
+    size_t s = e - 1;
+    while (s > b && e - s < 4 && (t[s] & 0xC0) == 0x80) s--;
+    uint32_t cp;
+    int n = bpe_utf8_decode(t + s, e - s, &cp);
+    return s + (size_t)n == e && cp != 0xFFFFFFFF && is_space_cp(cp);
+}
+
+static int ascii_graphic(uint8_t c) { return c > 0x20 && c < 0x7F; }
+
 // Where to end a segment of text[pos, len) that continues past len: the last certain
-// pre-token boundary in (pos, limit]; 0 when there is none.
+// pre-token boundary in (pos, limit]; 0 when there is none. A segment encoded alone
+// sees its end where the whole text had more, which changes nothing at a pre-token's
+// end (every alternative of the pattern then ends there too) except for a run of
+// white space: with a non-space after it, the whole text leaves its last character
+// to a pre-token of its own (\s+(?!\S)), alone it stays one. So the cut may not
+// follow two white-space characters.
 static size_t cut_point(const uint8_t *t, size_t pos, size_t len, size_t limit) {
-    for (size_t c = limit; c > pos + 1; c--)
-        if (t[c - 1] == '\n' && t[c] > 0x20 && t[c] < 0x7F) return c;
+    for (size_t c = limit; c > pos + 2; c--)  // "x\ny": "\n" is a pre-token of its own
+        if (t[c - 1] == '\n' && ascii_graphic(t[c]) && ascii_graphic(t[c - 2])) return c;
     // A pre-token's extent depends on at most the next character (4 bytes) after it:
     // one ending 8 bytes before the data does is the one the whole text has.
     size_t best = 0;
+    int prev_space = 0;
     for (size_t at = pos; at < len;) {
         size_t end = bpe_pretoken_end(t, len, at);
         if (end + 8 > len || end > limit) break;
-        best = at = end;
+        int space = ends_in_space(t, at, end);
+        if (!(space && prev_space)) best = end;
+        prev_space = space;
+        at = end;
     }
     return best;
 }
