@@ -46,16 +46,27 @@ typedef struct {
 typedef struct {
     int tty;
     double start, last;
-    size_t done;
+    size_t total, done;  // total 0: unknown (standard input or gzip), no bar
 } progress;
 
 static void progress_show(progress *p, int final) {
     if (!p->tty) return;
     double now = bg_now();
-    if (!final && now - p->last < 0.2) return;
+    if (!final && now - p->last < 0.1) return;
     p->last = now;
-    double el = now - p->start;
-    fprintf(stderr, "\r  tokenizing  %.1f MB  %.1f MB/s ", p->done / 1e6, el > 0 ? p->done / el / 1e6 : 0.0);
+    double el = now - p->start, rate = el > 0 ? p->done / el / 1e6 : 0.0;
+    if (p->total) {
+        double frac = final ? 1.0 : (double)p->done / (double)p->total;
+        if (frac > 1) frac = 1;
+        char bar[31];
+        int fill = (int)(frac * 30);
+        for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+        bar[30] = 0;
+        fprintf(stderr, "\r  tokenizing [%s] %3.0f%%  %.1f/%.1f MB  %.1f MB/s ", bar, frac * 100, p->done / 1e6,
+                p->total / 1e6, rate);
+    } else {
+        fprintf(stderr, "\r  tokenizing  %.1f MB  %.1f MB/s ", p->done / 1e6, rate);
+    }
     if (final) fprintf(stderr, "\n");
 }
 
@@ -115,10 +126,14 @@ int cmd_prepare(int argc, char **argv) {
     else if (shard_tokens < 0 || shard_tokens > INT32_MAX)
         rc = (bg_error("prepare: --shard-tokens must be in 1..%d, got %ld", INT32_MAX, shard_tokens), 2);
     else if (cli_tokenizer_load(&tok, spec) != BG_OK) rc = 2;
+    size_t total = 0;
+    int sized = 1;  // every input a plain file: the progress bar knows the total
     for (int i = 0; i < nfiles && !rc; i++) {  // fail early on a missing input
         struct stat st;
-        if (strcmp(files[i], "-") != 0 && stat(files[i], &st) != 0)
-            rc = (bg_error("%s: cannot open (%s)", files[i], strerror(errno)), 2);
+        size_t L = strlen(files[i]);
+        if (strcmp(files[i], "-") == 0 || (L > 3 && !strcmp(files[i] + L - 3, ".gz"))) sized = 0;
+        else if (stat(files[i], &st) != 0) rc = (bg_error("%s: cannot open (%s)", files[i], strerror(errno)), 2);
+        else total += (size_t)st.st_size;
     }
     if (!rc && mkdir(dir, 0777) != 0 && errno != EEXIST)
         rc = (bg_error("%s: cannot create directory (%s)", dir, strerror(errno)), 1);
@@ -141,7 +156,7 @@ int cmd_prepare(int argc, char **argv) {
     b.doc_end = bg_calloc(b.max, sizeof *b.doc_end);
     token_writer *w;
     token_writer_open(&w, dir, version, (size_t)shard_tokens, val_fraction, bpe_eot_token(tok));
-    progress p = {isatty(2), bg_now(), 0, 0};
+    progress p = {isatty(2), bg_now(), 0, sized ? total : 0, 0};
     size_t bytes = 0;
     for (int i = 0; i < nfiles && !rc; i++) {
         text_stream *ts;
