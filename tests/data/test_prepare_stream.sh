@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Streaming `prepare` (data/text_stream.c, data/token_writer.c):
 #   - one 2.5 MB document, read in 1 MiB segments (cut after newlines, and by pre-token
-#     in a 1.2 MB line without one): the concatenated numbered shards are exactly
+#     in a 1.1 MB line without one): the concatenated numbered shards are exactly
 #     end-of-text + `tokenizer encode` of the whole file at once;
 #   - the same shards at 1 and 2 threads; gzip, standard input and JSON Lines give the
 #     train and val shards of the plain text; train/val never split a document
@@ -25,9 +25,9 @@ def text(n, newlines=True):
         out.append(w + sep)
         size += len(w) + 1
     return "".join(out)
-big = text(700_000) + text(1_200_000, newlines=False) + text(600_000)
+big = text(300_000) + text(1_100_000, newlines=False) + text(200_000)
 open(f"{d}/big.txt", "w").write(big)
-docs = [text(random.randint(10, 5000)) for _ in range(400)]
+docs = [text(random.randint(10, 3000)) for _ in range(200)]
 open(f"{d}/many.txt", "w").write("<|endoftext|>".join(docs))
 with open(f"{d}/many.jsonl", "w") as f:
     for doc in docs: f.write(json.dumps({"text": doc, "n": 1}) + "\n")
@@ -41,17 +41,18 @@ for p in sys.argv[1:]:
     b = open(p, "rb").read()
     n = struct.unpack("<3i", b[:12])[2]
     w = 2 if struct.unpack("<3i", b[:12])[1] == 1 else 4
-    for t in struct.unpack(f"<{n}{'H' if w == 2 else 'I'}", b[1024:1024 + n * w]): print(t)
+    t = struct.unpack(f"<{n}{'H' if w == 2 else 'I'}", b[1024:1024 + n * w])
+    if n: sys.stdout.write("\n".join(map(str, t)) + "\n")
 PY
 }
-OMP_NUM_THREADS=2 "$BIN" prepare "${TOK[@]}" --out "$D/s2" --val-fraction 0 --shard-tokens 50000 "$D/big.txt" >/dev/null ||
+OMP_NUM_THREADS=2 "$BIN" prepare "${TOK[@]}" --out "$D/s2" --val-fraction 0 --shard-tokens 40000 "$D/big.txt" >/dev/null ||
   bad "prepare big.txt"
 eot=$(python3 -c "import json; t=json.load(open('$D/tok.json')); print(len(t['merges']) + 256)" 2>/dev/null)
 ids "$D"/s2/train_*.bin >"$D/shards.ids"
 { echo "$eot"; "$BIN" tokenizer encode "${TOK[@]}" "$D/big.txt" | tr ' ' '\n' | grep -v '^$'; } >"$D/whole.ids"
 [ "$(ls "$D"/s2/train_*.bin | wc -l)" -gt 5 ] && cmp -s "$D/shards.ids" "$D/whole.ids" && ok ||
   bad "the shards' tokens differ from encoding the whole corpus at once ($(wc -l <"$D/shards.ids") vs $(wc -l <"$D/whole.ids"))"
-OMP_NUM_THREADS=1 "$BIN" prepare "${TOK[@]}" --out "$D/s1" --val-fraction 0 --shard-tokens 50000 "$D/big.txt" >/dev/null
+OMP_NUM_THREADS=1 "$BIN" prepare "${TOK[@]}" --out "$D/s1" --val-fraction 0 --shard-tokens 40000 "$D/big.txt" >/dev/null
 diff -rq "$D/s1" "$D/s2" >/dev/null && ok || bad "1 and 2 threads wrote different shards"
 
 "$BIN" prepare "${TOK[@]}" --out "$D/plain" "$D/many.txt" "$D/big.txt" >/dev/null || bad "prepare plain"
@@ -64,12 +65,12 @@ cmp -s "$D/plain/train.bin" "$D/gz/train.bin" && cmp -s "$D/plain/val.bin" "$D/g
 cmp -s "$D/pm/train.bin" "$D/js/train.bin" && cmp -s "$D/pm/val.bin" "$D/js/val.bin" && ok ||
   bad "JSON Lines differ from the same documents as text"
 # Many documents: numbered shards are the unsharded files cut, and val holds whole documents.
-"$BIN" prepare "${TOK[@]}" --out "$D/pn" --shard-tokens 3000 "$D/many.txt" >/dev/null
+"$BIN" prepare "${TOK[@]}" --out "$D/pn" --shard-tokens 2000 "$D/many.txt" >/dev/null
 cmp -s <(ids "$D"/pn/train_*.bin) <(ids "$D/pm/train.bin") && cmp -s <(ids "$D"/pn/val_*.bin) <(ids "$D/pm/val.bin") &&
   ok || bad "numbered shards differ from the single files"
-[ "$(ids "$D/pm/val.bin" | grep -c "^$eot\$")" -eq 20 ] && ok || bad "val should hold 20 whole documents of 400"
+[ "$(ids "$D/pm/val.bin" | grep -c "^$eot\$")" -eq 10 ] && ok || bad "val should hold 10 whole documents of 200"
 # Stale numbered shards of an earlier, larger run are removed.
-"$BIN" prepare "${TOK[@]}" --out "$D/pn" --shard-tokens 30000 "$D/many.txt" >/dev/null
+"$BIN" prepare "${TOK[@]}" --out "$D/pn" --shard-tokens 20000 "$D/many.txt" >/dev/null
 cmp -s <(ids "$D"/pn/train_*.bin) <(ids "$D/pm/train.bin") && ok || bad "stale shards left behind"
 
 printf 'abc\0def' >"$D/bin.txt"
