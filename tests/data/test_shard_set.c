@@ -196,6 +196,19 @@ static void blends(void) {
     blend_entries_free(e, n);
     TU_CHECK(blend_parse("web=a,books=b", 0, &e, &n) == BG_OK && n == 2, "val spec without weights");
     blend_entries_free(e, n);
+    char json[420];
+    snprintf(json, sizeof json, "%s/mix.json", dir);
+    FILE *f = fopen(json, "w");
+    fprintf(f, "[{\"name\": \"web\", \"weight\": 0.7, \"data\": \"w/*.bin\"}, {\"name\": \"books\", \"weight\": 0.3, \"data\": \"b\"}]");
+    fclose(f);
+    TU_CHECK(blend_parse(json, 1, &e, &n) == BG_OK && n == 2 && e[0].weight == 0.7 && !strcmp(e[1].name, "books") &&
+                 !strcmp(e[1].data, "b"),
+             "JSON mix: %s", bg_last_error());
+    blend_entries_free(e, n);
+    f = fopen(json, "w");
+    fprintf(f, "[{\"name\": \"web\", \"weight\": 0, \"data\": \"w\"}]");
+    fclose(f);
+    TU_CHECK(blend_parse(json, 1, &e, &n) == BG_ERR && strstr(bg_last_error(), "weights must be > 0"), "JSON weight 0");
     const char *bad[][2] = {{"web:0=a", "weights must be > 0"},     {"web:-1=a", "weights must be > 0"},
                             {":0.5=a", "dataset name"},             {"web:0.5=a,web:0.5=b", "named twice"},
                             {"web=a", "has no weight"},             {"web:x=a", "not a number"},
