@@ -114,7 +114,9 @@ void blend_init(blend_sampler *b, const double *weights, int count) {
     b->taken = bg_calloc((size_t)count, sizeof(uint64_t));
     double sum = 0;
     for (int d = 0; d < count; d++) sum += weights[d];
-    for (int d = 0; d < count; d++) b->weights[d] = weights[d] / sum;
+    // Validation sets may come without weights (all 0): they are never sampled, but
+    // the sampler stays well defined with equal shares.
+    for (int d = 0; d < count; d++) b->weights[d] = sum > 0 ? weights[d] / sum : 1.0 / count;
     b->pos = 0;
 }
 
