@@ -11,7 +11,7 @@
 #include "core/threads.h"
 #include "core/timer.h"
 #include "data/loader.h"
-#include "data/shard.h"
+#include "data/shard_set.h"
 #include "train/checkpoint_weights.h"
 
 #include <math.h>
@@ -23,7 +23,7 @@ int cmd_eval(int argc, char **argv) {
     int B = 0, T = 0, batches = 0, threads = 0;
     const arg_spec specs[] = {
         {"checkpoint", ARG_STR, &ckpt, 1, "checkpoint step directory, or a save directory (uses latest)"},
-        {"data", ARG_STR, &data, 1, "token shard to evaluate on (e.g. val.bin from bagualu prepare)"},
+        {"data", ARG_STR, &data, 1, "token shards to evaluate on: a file (e.g. val.bin from bagualu prepare), glob, directory, comma list or @list"},
         {"batch-size", ARG_INT, &B, 0, "sequences per batch (default: the training run's)"},
         {"seq-len", ARG_INT, &T, 0, "tokens per sequence (default: the training run's)"},
         {"batches", ARG_INT, &batches, 0, "batches to evaluate, from the start of the file (default: all)"},
@@ -51,10 +51,10 @@ int cmd_eval(int argc, char **argv) {
         bg_error("eval: --seq-len %d exceeds the model's context of %d tokens", T, ctx);
         goto bad_model;
     }
-    token_shard shard;
+    shard_set set;
     data_loader loader;
-    if (shard_load(&shard, data, m.cfg.vocab_size) != BG_OK) goto bad_model;
-    if (loader_init(&loader, &shard, T, 0, data) != BG_OK) goto bad_shard;
+    if (shard_set_open(&set, data, m.cfg.vocab_size, 1) != BG_OK) goto bad_model;
+    if (loader_init(&loader, &set, T, 0, data) != BG_OK) goto bad_shard;
     if (loader.windows < (size_t)B) {
         bg_error("%s: %zu windows of %d tokens, fewer than one batch of %d sequences (lower --batch-size)",
                  data, loader.windows, T + 1, B);
@@ -89,12 +89,12 @@ int cmd_eval(int argc, char **argv) {
     free(inputs);
     free(targets);
     loader_free(&loader);
-    shard_free(&shard);
+    shard_set_free(&set);
     model_free(&m);
     return 0;
 
 bad_shard:
-    shard_free(&shard);
+    shard_set_free(&set);
 bad_model:
     model_free(&m);
 bad_input:

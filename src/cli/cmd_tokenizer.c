@@ -8,8 +8,10 @@
 #include "cli/commands.h"
 #include "cli/gpt2_fetch.h"
 #include "core/error.h"
+#include "core/threads.h"
 #include "core/timer.h"
 #include "data/bpe.h"
+#include "data/text_stream.h"
 #include "data/shard.h"
 
 #include <errno.h>
@@ -84,6 +86,32 @@ static void train_progress(void *ctx, int done, int total) {
     if (done == total) fprintf(stderr, "\n");
 }
 
+// Segments waiting to be counted, their text in one arena.
+typedef struct {
+    bpe_trainer **trs;
+    uint8_t *arena;
+    size_t used, cap;
+    bpe_job *seg;
+    size_t n, max;
+    int next, failed;
+} count_batch;
+
+static void count_range(void *p, size_t i0, size_t i1) {
+    count_batch *b = p;
+    bpe_trainer *tr = b->trs[__atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED)];
+    for (size_t i = i0; i < i1; i++)
+        if (bpe_trainer_add_text(tr, b->seg[i].text, b->seg[i].len) != BG_OK)
+            __atomic_store_n(&b->failed, 1, __ATOMIC_RELAXED);
+}
+
+// Counts the batch's words, each thread into its own trainer.
+static int count_flush(count_batch *b) {
+    b->next = 0;
+    bg_parallel_ranges(b->n, count_range, b);
+    b->n = b->used = 0;
+    return b->failed ? BG_ERR : BG_OK;
+}
+
 static int tokenizer_train(int argc, char **argv) {
     const char *out = NULL;
     int vocab = 0;
@@ -93,7 +121,7 @@ static int tokenizer_train(int argc, char **argv) {
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
     if (args_help(specs, n, argc, argv, "tokenizer train",
-                  "Learn byte-level BPE merges from text files: tokenizer train [flags] FILES..."))
+                  "Learn byte-level BPE merges from text (files, - for stdin, .gz too): tokenizer train [flags] FILES..."))
         return 0;
     char **files = bg_malloc(sizeof(char *) * ((size_t)argc + 1));
     int nfiles, rc = 0;
@@ -108,22 +136,47 @@ static int tokenizer_train(int argc, char **argv) {
         return rc;
     }
     double t0 = bg_now();
-    bpe_trainer *tr = bpe_trainer_new();
+    // Streaming: segments of the inputs (data/text_stream.h) counted a batch at a time,
+    // one trainer per thread, joined at the end; memory is the read buffer, one batch
+    // and the distinct words.
+    int nt = bg_threads_get();
+    bpe_trainer **trs = bg_malloc(sizeof *trs * (size_t)nt);
+    for (int i = 0; i < nt; i++) trs[i] = bpe_trainer_new();
+    count_batch b = {.trs = trs, .cap = ((size_t)4 << 20) * (size_t)nt, .max = 16 * (size_t)nt};
+    b.arena = bg_malloc(b.cap);
+    b.seg = bg_calloc(b.max, sizeof *b.seg);
     size_t bytes = 0;
     for (int i = 0; i < nfiles && !rc; i++) {
-        uint8_t *text;
-        size_t len;
-        if (bpe_read_text_file(files[i], &text, &len) != BG_OK) {
+        text_stream *ts;
+        if (text_stream_open(&ts, files[i], NULL) != BG_OK) {
             rc = fail(2);
             break;
         }
-        for (size_t pos = 0, next; pos < len && !rc; pos = next) {
-            size_t end = bpe_next_document(text, len, pos, &next);
-            if (bpe_trainer_add_text(tr, text + pos, end - pos) != BG_OK) rc = fail(1);
+        text_segment seg;
+        int got;
+        while ((got = text_stream_next(ts, &seg)) == 1 && !rc) {
+            if ((b.n == b.max || b.used + seg.len > b.cap) && count_flush(&b) != BG_OK) rc = fail(1);
+            if (seg.len > b.cap) {
+                free(b.arena);
+                b.arena = bg_malloc(b.cap = seg.len);
+            }
+            memcpy(b.arena + b.used, seg.text, seg.len);
+            b.seg[b.n++] = (bpe_job){b.arena + b.used, seg.len, NULL};
+            b.used += seg.len;
         }
-        bytes += len;
-        free(text);
+        if (got == BG_ERR && !rc) rc = fail(2);
+        bytes += text_stream_bytes(ts);
+        text_stream_close(ts);
     }
+    if (!rc && count_flush(&b) != BG_OK) rc = fail(1);
+    bpe_trainer *tr = trs[0];
+    for (int i = 1; i < nt; i++) {
+        if (!rc && bpe_trainer_merge(tr, trs[i]) != BG_OK) rc = fail(1);
+        bpe_trainer_free(trs[i]);
+    }
+    free(trs);
+    free(b.arena);
+    free(b.seg);
     bpe_tokenizer *tok = NULL;
     if (!rc) {
         int tty = isatty(2);

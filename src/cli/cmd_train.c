@@ -54,8 +54,9 @@ int cmd_train(int argc, char **argv) {
     float link_gbit = 0, link_lat = -1, comm_timeout = 0;
     const arg_spec specs[] = {
         {"config", ARG_STR, &o.config_path, 1, "model config (JSON)"},
-        {"data", ARG_STR, &o.data_path, 1, "training token shard"},
-        {"val", ARG_STR, &o.val_path, 0, "validation token shard"},
+        {"data", ARG_STR, &o.data_path, 0, "training shards: a file, glob, directory, comma list or @list"},
+        {"data-mix", ARG_STR, &o.data_mix, 0, "blended datasets instead of --data: name:weight=shards,... or a .json"},
+        {"val", ARG_STR, &o.val_path, 0, "validation shards as --data, or name=shards,... for a loss per dataset"},
         {"batch-size", ARG_INT, &o.batch_size, 0, "sequences per step (default 8)"},
         {"seq-len", ARG_INT, &o.seq_len, 0, "tokens per sequence (default 64)"},
         {"steps", ARG_LONG, &o.steps, 0, "optimizer steps (default 100)"},
@@ -101,6 +102,10 @@ int cmd_train(int argc, char **argv) {
         return 0;
     if (args_parse(specs, n, argc, argv, "train") != BG_OK) {
         fprintf(stderr, "bagualu: %s\n", bg_last_error());
+        return 2;
+    }
+    if (!o.data_path == !o.data_mix) {
+        fprintf(stderr, "bagualu: train: give one of --data and --data-mix\n");
         return 2;
     }
     // SIGINT/SIGTERM ask for a checkpoint at the next step boundary and a clean exit.

@@ -59,6 +59,16 @@ int bpe_encode(bpe_encoder *enc, const uint8_t *text, size_t len, bpe_ids *out);
 int bpe_encode_part(bpe_encoder *enc, const uint8_t *text, size_t len, size_t *pos, size_t budget,
                     bpe_ids *out);
 
+// Texts encoded in parallel over the thread pool (core/threads.h), job i's ids replacing
+// the contents of jobs[i].out; encs holds at least bg_threads_get() encoders of one
+// tokenizer. Each job's ids are bpe_encode's.
+typedef struct {
+    const uint8_t *text;
+    size_t len;
+    bpe_ids *out;
+} bpe_job;
+int bpe_encode_jobs(bpe_encoder **encs, int nenc, bpe_job *jobs, size_t n);
+
 // Writes the bytes of ids to out (capacity out_cap); returns the number of bytes the
 // whole decoding needs, or BG_ERR-style -1 with bg_error set for an id out of range.
 long long bpe_decode(const bpe_tokenizer *tok, const uint32_t *ids, size_t count, uint8_t *out,
@@ -71,6 +81,9 @@ bpe_trainer *bpe_trainer_new(void);
 // BG_ERR (out of memory) when the word counts cannot grow.
 int bpe_trainer_add_text(bpe_trainer *tr, const uint8_t *text, size_t len);
 size_t bpe_trainer_unique_words(const bpe_trainer *tr);
+// Adds src's word counts to dst (texts counted on several threads, then joined: the
+// counts, and so the merges, are those of one trainer fed every text).
+int bpe_trainer_merge(bpe_trainer *dst, const bpe_trainer *src);
 // progress (may be NULL) is called now and then with merges done and merges wanted.
 // Fails for a vocabulary under 257 and for want of memory.
 int bpe_train(bpe_trainer *tr, int vocab_size, bpe_tokenizer **out,

@@ -58,6 +58,19 @@ int bpe_trainer_add_text(bpe_trainer *tr, const uint8_t *text, size_t len) {
     return BG_OK;
 }
 
+int bpe_trainer_merge(bpe_trainer *dst, const bpe_trainer *src) {
+    const bpe_bytes_map *m = &src->words;
+    for (size_t i = 0; i <= m->mask; i++) {
+        const bpe_bytes_slot *s = &m->slots[i];
+        if (s->len == UINT32_MAX) continue;
+        int added;
+        bpe_bytes_slot *d = bpe_bytes_map_insert(&dst->words, bpe_bytes_map_key(m, s), s->len, s->hash, &added);
+        if (!d) return BG_ERR;
+        d->value += s->value;
+    }
+    return BG_OK;
+}
+
 typedef struct {
     uint32_t left, right;
     int64_t count;

@@ -19,13 +19,19 @@ typedef struct {
     size_t count;
     uint16_t *tokens16;  // version 1
     uint32_t *tokens32;  // version 2
+    void *map;           // the file, memory-mapped read-only (pages read when touched)
+    size_t map_len;
 } token_shard;
 
 static inline uint32_t shard_token(const token_shard *s, size_t i) {
     return s->version == SHARD_VERSION_U16 ? s->tokens16[i] : s->tokens32[i];
 }
 
-// Reads and validates the whole shard: header, size, and every token < vocab_size.
+// Maps the file and checks its header and size; the tokens are not read yet.
+int shard_open(token_shard *s, const char *path);
+// The first position in [i0, i1) whose token is >= vocab_size, or i1 when none is.
+size_t shard_find_bad(const token_shard *s, size_t i0, size_t i1, int vocab_size);
+// shard_open, then every token checked < vocab_size.
 int shard_load(token_shard *s, const char *path, int vocab_size);
 void shard_free(token_shard *s);
 // Writes tokens (each < 2^16 for version 1) with the header.

@@ -305,6 +305,7 @@ static int load_meta(trainer *tr, const char *dir, ckpt_meta *meta, ckpt_index *
         rc = bg_error("%s: the checkpoint's data seed %s differs from --seed %s", path, meta->seed, seed);
     if (rc == BG_OK) rc = ckpt_meta_check_config(meta->model_config, &tr->cfg, path);
     if (rc == BG_OK && tr->rank == 0) ckpt_meta_note_bf16_path(meta, tr, path);
+    if (rc == BG_OK) rc = ckpt_meta_check_data(meta, tr, path);
     if (rc == BG_OK) rc = ckpt_index_read(x, dir, meta, full, st);
     if (rc != BG_OK) ckpt_meta_free(meta);
     return rc;

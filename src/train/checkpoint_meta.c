@@ -65,6 +65,54 @@ ckpt_progress ckpt_progress_of(const trainer *tr) {
     return (ckpt_progress){tr->step, tr->samples, tr->loss_scale, tr->good_steps, tr->adam.step};
 }
 
+// "datasets" (a blended run only): each dataset's name and the samples drawn from it
+// at the checkpoint's position, replayed from the weights (the blend is a function of
+// the position), so an asynchronous save needs no copy of the sampler.
+static void add_datasets(cJSON *data, const data_source *src, uint64_t samples) {
+    blend_sampler b;
+    blend_init(&b, src->weights, src->count);
+    blend_seek(&b, samples);
+    cJSON *list = cJSON_AddArrayToObject(data, "datasets");
+    for (int d = 0; d < src->count; d++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", src->names[d]);
+        cJSON_AddNumberToObject(e, "samples", (double)b.taken[d]);
+        cJSON_AddItemToArray(list, e);
+    }
+    blend_free(&b);
+}
+
+int ckpt_meta_check_data(const ckpt_meta *m, const trainer *tr, const char *path) {
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(m->root, "data");
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(data, "datasets");
+    const data_source *src = &tr->train;
+    if (!list && !src->named) return BG_OK;
+    if (!list) return bg_error("%s: the checkpoint was not trained on a data mix; resume with --data", path);
+    if (!src->named) return bg_error("%s: the checkpoint was trained on a data mix; resume with --data-mix", path);
+    if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) != src->count)
+        return bg_error("%s: the checkpoint's data mix has %d datasets, --data-mix %d", path,
+                        cJSON_IsArray(list) ? cJSON_GetArraySize(list) : -1, src->count);
+    blend_sampler b;
+    blend_init(&b, src->weights, src->count);
+    blend_seek(&b, m->samples);
+    int rc = BG_OK, d = 0;
+    for (const cJSON *e = list->child; e && rc == BG_OK; e = e->next, d++) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "samples");
+        if (!cJSON_IsString(name) || !cJSON_IsNumber(n))
+            rc = bg_error("%s: bad \"datasets\" entry %d", path, d);
+        else if (strcmp(name->valuestring, src->names[d]) != 0)
+            rc = bg_error("%s: the checkpoint's dataset %d is '%s', --data-mix's '%s'", path, d, name->valuestring,
+                          src->names[d]);
+        else if (n->valuedouble != (double)b.taken[d])
+            rc = bg_error("%s: dataset '%s': %.0f samples drawn in the checkpoint, %" PRIu64
+                          " with these weights (the weights changed)", path, src->names[d], n->valuedouble,
+                          b.taken[d]);
+    }
+    blend_free(&b);
+    return rc;
+}
+
 char *ckpt_meta_json(const trainer *tr, const ckpt_progress *p, const char *const *files,
                      const uint64_t *sums_in, int n_files) {
     const train_options *o = &tr->opt;
@@ -77,6 +125,7 @@ char *ckpt_meta_json(const trainer *tr, const ckpt_progress *p, const char *cons
     snprintf(seed, sizeof seed, "%" PRIu64, o->seed);
     cJSON_AddStringToObject(data, "seed", seed);  // a string: JSON numbers lose 64-bit seeds
     cJSON_AddNumberToObject(data, "seq_len", o->seq_len);
+    if (tr->train.named) add_datasets(data, &tr->train, p->samples);
     cJSON *lr = cJSON_AddObjectToObject(root, "lr_schedule");
     cJSON_AddNumberToObject(lr, "step", (double)p->step);
     cJSON_AddNumberToObject(lr, "total_steps", (double)o->steps);
@@ -103,7 +152,7 @@ char *ckpt_meta_json(const trainer *tr, const ckpt_progress *p, const char *cons
     cJSON_AddStringToObject(t, "dtype", bg_dtype_name(o->dtype));
     cJSON_AddStringToObject(t, "data", o->data_path ? o->data_path : "");
     ckpt_meta_write_bf16_path(t, tr);
-    ckpt_meta_write_bf16_path(t, tr);
+    if (o->data_mix) cJSON_AddStringToObject(t, "data_mix", o->data_mix);
     cJSON *sums = cJSON_AddObjectToObject(root, "checksums_xxh64");
     char hex[17];
     for (int i = 0; i < n_files; i++) {

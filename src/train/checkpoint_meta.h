@@ -48,6 +48,9 @@ int ckpt_meta_read(ckpt_meta *m, const char *path);
 void ckpt_meta_free(ckpt_meta *m);
 // The XXH64 trainer.json (at path) records for file; BG_ERR naming both when absent.
 int ckpt_meta_sum(const ckpt_meta *m, const char *file, uint64_t *sum, const char *path);
+// A blended run (--data-mix) resumes only from a checkpoint of the same datasets and
+// weights: data.datasets names each dataset and the samples drawn from it.
+int ckpt_meta_check_data(const ckpt_meta *m, const trainer *tr, const char *path);
 // The config the run asks for must be the one the checkpoint holds: a mismatch
 // names the first differing key.
 // One log line when the checkpoint's bf16 path (training.bf16_path) differs from the

@@ -155,6 +155,7 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
                     m->ranks, m->a2a_bytes_intra, m->a2a_bytes_inter, m->a2a_msgs_inter,
                     m->a2a_seconds, m->a2a_exposed_seconds, m->allreduce_bytes,
                     m->allreduce_seconds);
+        if (m->extra_json) fprintf(s->log, ",%s", m->extra_json);
         fputs("}\n", s->log);
         fflush(s->log);
     }
@@ -207,6 +208,12 @@ void metrics_note(metrics_sink *s, const char *fmt, ...) {
     va_end(ap);
     putchar('\n');
     fflush(stdout);
+}
+
+void metrics_log_object(metrics_sink *s, const char *json) {
+    if (s->quiet || !s->log) return;
+    fprintf(s->log, "%s\n", json);
+    fflush(s->log);
 }
 
 void metrics_close(metrics_sink *s) {

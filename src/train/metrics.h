@@ -22,6 +22,7 @@ typedef struct {
     const routing_health *routing;  // MoE layers' routing health; NULL: not reported
     double peak_rss_mib;        // this process's (rank 0's) peak resident memory
     const memory_report *memory;  // the run's memory report: on its first step's line only
+    const char *extra_json;     // more "key":value pairs for the log line (blended data); NULL: none
 } step_metrics;
 
 typedef struct {
@@ -42,5 +43,7 @@ void metrics_log_line(metrics_sink *s, const char *json);
 void metrics_val(metrics_sink *s, long step, double loss);
 // A message that must not be overwritten by the progress line (eval results).
 void metrics_note(metrics_sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// One more JSON object line in the log (per-dataset validation losses).
+void metrics_log_object(metrics_sink *s, const char *json);
 void metrics_close(metrics_sink *s);
 #endif

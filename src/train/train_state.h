@@ -4,8 +4,7 @@
 // checkpoint (checkpoint.h) captures. Apart from both, so neither includes the other.
 #include <stdint.h>
 
-#include "data/loader.h"
-#include "data/shard.h"
+#include "data/data_source.h"
 #include "core/dtype.h"
 #include "model/model.h"
 #include "train/adamw.h"
@@ -13,8 +12,10 @@
 
 typedef struct {
     const char *config_path;
-    const char *data_path;
-    const char *val_path;       // NULL: no evaluation
+    const char *data_path;      // a shard set (data/shard_set.h); NULL when data_mix
+    const char *data_mix;       // NULL, or blended datasets (data/blend.h)
+    const char *val_path;       // NULL: no evaluation; a shard set, or name=shards,...
+                                // (data/blend.h) for a loss per dataset
     const char *log_path;       // NULL: no JSON Lines log
     long dead_window;           // an expert is dead after this many steps without a token
     int batch_size, seq_len;
@@ -78,9 +79,9 @@ typedef struct {
     zero_shard zero;            // the optimizer elements this rank owns (model/zero_shard.h)
     adamw_state adam;           // m, v: zero_shard_numel(&zero) elements
     adamw_hparams hp;
-    token_shard train_shard, val_shard;
-    data_loader train, val;
+    data_source train, val;
     int has_val;
+    double *val_losses;         // (val.count) the last evaluation's loss per dataset
     long step;                  // steps completed
     uint64_t samples;           // global samples consumed: the data loader's position
                                 // (the global batch is batch_size x world)

@@ -17,6 +17,7 @@
 #include "train/schedule.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +192,14 @@ static int choose_a2a(trainer *tr, const train_options *o, double tokens) {
     return a;
 }
 
+// The fewest windows of any validation dataset: each is evaluated on its own.
+static size_t val_min_windows(const trainer *tr) {
+    size_t w = SIZE_MAX;
+    for (int d = 0; d < tr->val.count; d++)
+        if (tr->val.loaders[d].windows < w) w = tr->val.loaders[d].windows;
+    return w;
+}
+
 int trainer_init(trainer *tr, const train_options *o) {
     memset(tr, 0, sizeof *tr);
     tr->opt = *o;
@@ -199,8 +208,7 @@ int trainer_init(trainer *tr, const train_options *o) {
     if (agree(tr, rc) != BG_OK) {
         int report = tr->report_error;
         if (rc == BG_OK) {
-            loader_free(&tr->train), loader_free(&tr->val);
-            shard_free(&tr->train_shard), shard_free(&tr->val_shard);
+            data_source_free(&tr->train), data_source_free(&tr->val), free(tr->val_losses);
         }
         tr->report_error = report;
         return BG_ERR;
@@ -213,8 +221,7 @@ int trainer_init(trainer *tr, const train_options *o) {
     if (agree(tr, rc) != BG_OK) {
         int report = tr->report_error;
         if (rc == BG_OK) dist_layout_free(&tr->layout);
-        loader_free(&tr->train), loader_free(&tr->val);
-        shard_free(&tr->train_shard), shard_free(&tr->val_shard);
+        data_source_free(&tr->train), data_source_free(&tr->val), free(tr->val_losses);
         tr->report_error = report;
         return BG_ERR;
     }
@@ -228,8 +235,9 @@ int trainer_init(trainer *tr, const train_options *o) {
                                .a2a_sync = o->a2a_sync,
                                .max_expert_rows = o->max_expert_rows};
     if (o->a2a_algo < 0) tr->par.a2a_algo = choose_a2a(tr, o, (double)B * T);
-    if (tr->has_val && tr->val.windows < (size_t)B * tr->world) {
-        size_t w = tr->val.windows;
+    size_t val_windows = tr->has_val ? val_min_windows(tr) : 0;
+    if (tr->has_val && val_windows < (size_t)B * tr->world) {
+        size_t w = val_windows;
         rc = bg_error("%s: %zu validation windows of %d tokens is fewer than one global batch of %d",
                       o->val_path, w, T + 1, B * tr->world);
         tr->report_error = tr->rank == 0;
@@ -276,27 +284,29 @@ static int trainer_load_inputs(trainer *tr, const train_options *o) {
                         o->seq_len, tr->cfg.max_position_embeddings);
     int B = o->batch_size, T = o->seq_len;
     if (model_check_routing_groups(&tr->cfg, B, T) != BG_OK) return BG_ERR;
-    if (shard_load(&tr->train_shard, o->data_path, tr->cfg.vocab_size) != BG_OK) return BG_ERR;
-    if (loader_init(&tr->train, &tr->train_shard, T, o->seed, o->data_path) != BG_OK) {
-        shard_free(&tr->train_shard);
+    dist_comm *world = dist_comm_world(0);
+    int verbose = dist_rank(world) == 0;  // one progress line per job
+    dist_comm_free(world);
+    if (data_source_open(&tr->train, o->data_path, o->data_mix, 1, tr->cfg.vocab_size, T, o->seed, verbose) !=
+        BG_OK)
         return BG_ERR;
-    }
     if (o->val_path) {
-        if (shard_load(&tr->val_shard, o->val_path, tr->cfg.vocab_size) != BG_OK ||
-            loader_init(&tr->val, &tr->val_shard, T, o->seed, o->val_path) != BG_OK) {
-            loader_free(&tr->train);
-            shard_free(&tr->train_shard);
-            shard_free(&tr->val_shard);
+        int named = strchr(o->val_path, '=') || strstr(o->val_path, ".json");
+        if (data_source_open(&tr->val, named ? NULL : o->val_path, named ? o->val_path : NULL, 0,
+                             tr->cfg.vocab_size, T, o->seed, verbose) != BG_OK) {
+            data_source_free(&tr->train);
             return BG_ERR;
         }
-        if (tr->val.windows < (size_t)B) {
-            size_t w = tr->val.windows;
-            loader_free(&tr->train), loader_free(&tr->val);
-            shard_free(&tr->train_shard), shard_free(&tr->val_shard);
+        tr->has_val = 1;
+        tr->val_losses = bg_calloc((size_t)tr->val.count, sizeof *tr->val_losses);
+        if (val_min_windows(tr) < (size_t)B) {
+            size_t w = val_min_windows(tr);
+            data_source_free(&tr->train), data_source_free(&tr->val);
+            free(tr->val_losses);
+            tr->has_val = 0;
             return bg_error("%s: %zu validation windows of %d tokens is fewer than one batch of %d",
                             o->val_path, w, T + 1, B);
         }
-        tr->has_val = 1;
     }
     return BG_OK;
 }
@@ -306,8 +316,9 @@ int trainer_compute_grads(trainer *tr, double *loss) {
     int B = o->batch_size;
     model *m = &tr->m;
     // This rank's slice of the global batch: the same tokens whatever the layout.
-    loader_samples(&tr->train, tr->samples + (uint64_t)tr->rank * B, B, tr->inputs, tr->targets);
-    tr->samples += (uint64_t)B * (tr->world > 0 ? tr->world : 1);
+    int P = tr->world > 0 ? tr->world : 1;
+    data_source_batch(&tr->train, tr->samples, B * P, tr->rank * B, B, tr->inputs, tr->targets);
+    tr->samples += (uint64_t)B * P;
     m->opt.loss_scale = tr->loss_scale;  // the precision was set once, in trainer_init
     m->step = tr->step;                  // routers that draw numbers key them by step
     *loss = NAN;
@@ -357,30 +368,39 @@ int trainer_step(trainer *tr, double *loss) {
     return BG_OK;
 }
 
-int trainer_evaluate(trainer *tr, double *loss) {
-    *loss = NAN;
-    if (!tr->has_val) return BG_OK;
+// One validation dataset: global batches of its windows in set order; this rank takes
+// its slice.
+static int evaluate_one(trainer *tr, const data_loader *val, double *loss) {
     int B = tr->opt.batch_size, T = tr->opt.seq_len, P = tr->world > 0 ? tr->world : 1;
     double sum = 0;
     int done = 0;
-    int no_grad = tr->m.opt.no_grad;
-    tr->m.opt.no_grad = 1;  // loss only: no LM-head gradient GEMMs during evaluation
-    // Global batches of validation windows in file order; this rank takes its slice.
-    for (size_t i = 0; i < (size_t)tr->opt.eval_batches && (i + 1) * B * P <= tr->val.windows; i++) {
+    for (size_t i = 0; i < (size_t)tr->opt.eval_batches && (i + 1) * B * P <= val->windows; i++) {
         size_t w = i * B * P + (size_t)tr->rank * B;
         for (int b = 0; b < B; b++)
-            loader_window(&tr->val, w + b, tr->inputs + (size_t)b * T, tr->targets + (size_t)b * T);
-        if (model_forward(&tr->m, tr->inputs, tr->targets) != BG_OK) {
-            tr->m.opt.no_grad = no_grad;
-            return BG_ERR;
-        }
+            loader_window(val, w + b, tr->inputs + (size_t)b * T, tr->targets + (size_t)b * T);
+        if (model_forward(&tr->m, tr->inputs, tr->targets) != BG_OK) return BG_ERR;
         grad_sync_loss(&tr->m);
         sum += tr->m.loss;
         done++;
     }
-    tr->m.opt.no_grad = no_grad;
     *loss = sum / done;
     return BG_OK;
+}
+
+int trainer_evaluate(trainer *tr, double *loss) {
+    *loss = NAN;
+    if (!tr->has_val) return BG_OK;
+    int no_grad = tr->m.opt.no_grad;
+    tr->m.opt.no_grad = 1;  // loss only: no LM-head gradient GEMMs during evaluation
+    double sum = 0;
+    int rc = BG_OK;
+    for (int d = 0; d < tr->val.count && rc == BG_OK; d++) {  // named sets: the mean of their losses
+        rc = evaluate_one(tr, &tr->val.loaders[d], &tr->val_losses[d]);
+        sum += tr->val_losses[d];
+    }
+    tr->m.opt.no_grad = no_grad;
+    if (rc == BG_OK) *loss = sum / tr->val.count;
+    return rc;
 }
 
 void trainer_free(trainer *tr) {
@@ -389,10 +409,9 @@ void trainer_free(trainer *tr) {
     free(tr->targets);
     adamw_free(&tr->adam);
     model_free(&tr->m);
-    loader_free(&tr->train);
-    loader_free(&tr->val);
-    shard_free(&tr->train_shard);
-    shard_free(&tr->val_shard);
+    data_source_free(&tr->train);
+    data_source_free(&tr->val);
+    free(tr->val_losses);
     memset(tr, 0, sizeof *tr);
 }
 
@@ -516,6 +535,43 @@ static void report_refresh(const train_options *o, metrics_sink *sink) {
         metrics_note(sink, "run report not written: %s", bg_last_error());
 }
 
+// A blended run's log line: "data_tokens": tokens drawn from each dataset so far
+// (samples x seq_len; the blend's counts are at tr->samples). NULL for a plain run.
+static const char *data_tokens_json(const trainer *tr, char *buf, size_t cap) {
+    const data_source *src = &tr->train;
+    if (!src->named) return NULL;
+    size_t n = (size_t)snprintf(buf, cap, "\"data_tokens\":{");
+    for (int d = 0; d < src->count && n < cap; d++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s\"%s\":%" PRIu64, d ? "," : "", src->names[d],
+                              src->blend.taken[d] * (uint64_t)tr->opt.seq_len);
+    if (n < cap) snprintf(buf + n, cap - n, "}");
+    return buf;
+}
+
+// An evaluation's note; named validation sets add each one's loss, to the note and as
+// one JSON object line in the log.
+static void report_val(const trainer *tr, metrics_sink *sink, const char *label, double v) {
+    if (!tr->val.named) {
+        metrics_note(sink, "%s: %.4f", label, v);
+        return;
+    }
+    char note[2048], json[2048];
+    int n = snprintf(note, sizeof note, "%s: %.4f (", label, v);
+    int j = snprintf(json, sizeof json, "{\"step\":%ld,\"val_loss\":%.6f,\"val_loss_by_dataset\":{", tr->step, v);
+    for (int d = 0; d < tr->val.count; d++) {
+        if (n < (int)sizeof note)
+            n += snprintf(note + n, sizeof note - (size_t)n, "%s%s %.4f", d ? ", " : "", tr->val.names[d],
+                          tr->val_losses[d]);
+        if (j < (int)sizeof json)
+            j += snprintf(json + j, sizeof json - (size_t)j, "%s\"%s\":%.6f", d ? "," : "", tr->val.names[d],
+                          tr->val_losses[d]);
+    }
+    if (n < (int)sizeof note) snprintf(note + n, sizeof note - (size_t)n, ")");
+    if (j < (int)sizeof json) snprintf(json + j, sizeof json - (size_t)j, "}}");
+    metrics_note(sink, "%s", note);
+    metrics_log_object(sink, json);
+}
+
 static int run_stopped(trainer *tr, metrics_sink *sink, int *report) {
     *report = tr->rank == 0;
     metrics_close(sink);
@@ -604,7 +660,7 @@ int trainer_run(const train_options *o, int *report) {
     double v;
     if (tr.has_val) {
         if (trainer_evaluate(&tr, &v) != BG_OK) return run_stopped(&tr, &sink, report);
-        metrics_note(&sink, "val loss %s: %.4f", tr.step ? "at resume" : "before training", v);
+        report_val(&tr, &sink, tr.step ? "val loss at resume" : "val loss before training", v);
         metrics_val(&sink, tr.step, v);
     }
     if (P > 1) dist_layout_traffic_reset(&tr.layout);
@@ -622,6 +678,8 @@ int trainer_run(const train_options *o, int *report) {
     ckpt_saver *saver = o->save_dir ? ckpt_saver_new(&tr, o->save_dir, o->keep_last, o->save_async) : NULL;
     double t_start = bg_now(), train_seconds = 0;
     long first_step = tr.step;
+    size_t data_json_cap = 32 + (size_t)tr.train.count * 96;  // a name is at most 64 characters
+    char *data_json = bg_malloc(data_json_cap);
     rc = TRAIN_OK;
     while (tr.step < o->steps) {
         double t0 = bg_now(), loss;
@@ -640,6 +698,7 @@ int trainer_run(const train_options *o, int *report) {
             .ranks = P, .fp16 = o->dtype == BG_FP16, .loss_scale = tr.skipped_at > 0 ? tr.skipped_at : tr.loss_scale,
             .skipped = tr.skipped_at > 0, .routing = &health,
             .peak_rss_mib = peak_rss_mib(), .memory = tr.step == first_step + 1 ? &memory : NULL,
+            .extra_json = data_tokens_json(&tr, data_json, data_json_cap),
         };
         step_traffic(&tr, &sm);
         // After the step's traffic was read: its one all-reduce is the metrics', not the
@@ -664,7 +723,9 @@ int trainer_run(const train_options *o, int *report) {
             ckpt_saver_free(saver);
             return run_stopped_health(&tr, &sink, &health, report);
         }
-            metrics_note(&sink, "step %ld: val loss %.4f", tr.step, v);
+            char label[64];
+            snprintf(label, sizeof label, "step %ld: val loss", tr.step);
+            report_val(&tr, &sink, label, v);
             metrics_val(&sink, tr.step, v);
         }
         // A signal may reach the ranks at different steps: stop where any rank saw it.
@@ -690,7 +751,7 @@ int trainer_run(const train_options *o, int *report) {
             ckpt_saver_free(saver);
             return run_stopped_health(&tr, &sink, &health, report);
         }
-            metrics_note(&sink, "val loss after training: %.4f", v);
+            report_val(&tr, &sink, "val loss after training", v);
             metrics_val(&sink, tr.step, v);
         }
         if (root && o->report_every > 0) report_refresh(o, &sink);
@@ -702,6 +763,7 @@ int trainer_run(const train_options *o, int *report) {
     // A divergence leaves a save pending: commit it (it holds good state), then stop.
     if (rc != TRAIN_OK && saver && ckpt_saver_pending(saver)) poll_checkpoint(&tr, saver, &sink, 1);
     ckpt_saver_free(saver);
+    free(data_json);
     report_expert_rows(&tr, "high-water mark");
     metrics_close(&sink);
     routing_health_free(&health);

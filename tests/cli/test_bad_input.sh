@@ -68,7 +68,8 @@ expect bad-json "not valid JSON" -- run "$D/truncated.json" "$D/ok.bin"
 expect binary-config "NUL bytes" -- run "$D/binary.json" "$D/ok.bin"
 expect missing-config "cannot open config" -- run "$D/nope.json" "$D/ok.bin"
 expect missing-data "cannot open token file" -- run "$D/good.json" "$D/nope.bin"
-expect dir-data "not a regular file" -- run "$D/good.json" "$D"
+mkdir -p "$D/noshards"
+expect dir-data "directory holds no token shards" -- run "$D/good.json" "$D/noshards"
 expect wrong-magic "wrong magic" -- run "$D/good.json" "$D/magic.bin"
 expect wrong-version "unsupported token file version" -- run "$D/good.json" "$D/version.bin"
 expect truncated-data "but the file has" -- run "$D/good.json" "$D/truncated.bin"
@@ -83,7 +84,7 @@ expect steps-junk "expects an integer" -- "$BIN" train --config "$D/good.json" -
 expect lr-junk "expects a number" -- run "$D/good.json" "$D/ok.bin" --lr fast
 expect unknown-flag "unknown flag" -- run "$D/good.json" "$D/ok.bin" --colour red
 expect missing-value "needs a value" -- run "$D/good.json" "$D/ok.bin" --lr
-expect missing-flag "missing required flag --data" -- "$BIN" train --config "$D/good.json"
+expect missing-flag "one of --data and --data-mix" -- "$BIN" train --config "$D/good.json"
 expect unknown-command "unknown command" -- "$BIN" fly
 expect val-missing "cannot open token file" -- run "$D/good.json" "$D/ok.bin" --val "$D/nope.bin"
 expect a2a-algo "--a2a must be flat, hierarchical, 2d or auto" -- run "$D/good.json" "$D/ok.bin" --a2a sideways

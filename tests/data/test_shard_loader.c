@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "data/loader.h"
+#include "data/shard_set.h"
 #include "data/shard.h"
 #include "test_util.h"
 
@@ -39,9 +40,11 @@ int main(void) {
 
     // Loader: T = 10 gives (1001-1)/10 = 100 windows per epoch.
     data_loader a, b, c;
-    TU_CHECK(loader_init(&a, &s16, 10, 5, "a") == BG_OK, "init");
-    loader_init(&b, &s16, 10, 5, "b");
-    loader_init(&c, &s16, 10, 6, "c");
+    char *name16 = p16;
+    shard_set set16 = {1, &name16, &s16};
+    TU_CHECK(loader_init(&a, &set16, 10, 5, "a") == BG_OK, "init");
+    loader_init(&b, &set16, 10, 5, "b");
+    loader_init(&c, &set16, 10, 6, "c");
     TU_CHECK(a.windows == 100, "windows %zu", a.windows);
     int in_a[100 * 10], tg_a[100 * 10], in_b[100 * 10], tg_b[100 * 10], in_c[100 * 10], tg_c[100 * 10];
     int seen[100] = {0};
@@ -70,7 +73,8 @@ int main(void) {
     data_loader short_l;
     token_shard tiny = s16;
     tiny.count = 10;
-    TU_CHECK(loader_init(&short_l, &tiny, 10, 1, "tiny") == BG_ERR, "too-short shard must be rejected");
+    shard_set tiny_set = {1, &name16, &tiny};
+    TU_CHECK(loader_init(&short_l, &tiny_set, 10, 1, "tiny") == BG_ERR, "too-short shard must be rejected");
     loader_free(&a), loader_free(&b), loader_free(&c);
     shard_free(&s16), shard_free(&s32);
     remove(p16), remove(p32), remove(dir);
