@@ -55,6 +55,10 @@ int cmd_train(int argc, char **argv) {
         {"loss-scale", ARG_FLOAT, &o.loss_scale_init, 0, "fp16: initial loss scale (default 65536)"},
         {"loss-scale-window", ARG_LONG, &o.loss_scale_window, 0, "fp16: double the scale after N good steps (default 1000)"},
         {"fallback", ARG_SWITCH, &o.fallback, 0, "with --resume latest: use an older checkpoint if the newest is corrupt"},
+        {"max-skips", ARG_LONG, &o.max_skips, 0, "stop after N steps in a row skipped for a non-finite loss or gradient (default 10)"},
+        {"spike-rewind", ARG_FLOAT, &o.spike_rewind, 0, "rewind to the last checkpoint and skip the data when the loss exceeds its running mean by Z standard deviations (default 0: off)"},
+        {"spike-window", ARG_INT, &o.spike_window, 0, "steps of the loss's running mean and deviation (default 100)"},
+        {"spike-patience", ARG_INT, &o.spike_patience, 0, "spiking steps in a row before a rewind (default 3)"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
     if (args_help(specs, n, argc, argv, "train",
