@@ -83,6 +83,7 @@ static void check_dtype(const train_fixture *f, bg_dtype dtype) {
     fixture_grads(&tr);
     TU_CHECK(trainer_apply_grads(&tr) == 1, "%s: the step after the skip was not applied", name);
     TU_CHECK(tr.skips_in_row == 0 && tr.skip_reason == NULL, "%s: an applied step did not end the run of skips", name);
+    drop(&after);
     take(&after, &tr);
     TU_CHECK(!same(&before, &after, &tr), "%s: the step after the skip changed nothing", name);
     drop(&before), drop(&after);
