@@ -95,6 +95,10 @@ int cmd_train(int argc, char **argv) {
         {"report", ARG_STR, &o.report_path, 0, "the HTML run report --report-every rewrites (default: the log's name with .html)"},
         {"report-every", ARG_LONG, &o.report_every, 0, "rewrite the run report every N steps and at the end (needs --log; default 0: never)"},
         {"fallback", ARG_SWITCH, &o.fallback, 0, "with --resume latest: use an older checkpoint if the newest is corrupt"},
+        {"max-skips", ARG_LONG, &o.max_skips, 0, "stop after N steps in a row skipped for a non-finite loss or gradient (default 10)"},
+        {"spike-rewind", ARG_FLOAT, &o.spike_rewind, 0, "rewind to the last checkpoint and skip the data when the loss exceeds its running mean by Z standard deviations (default 0: off)"},
+        {"spike-window", ARG_INT, &o.spike_window, 0, "steps of the loss's running mean and deviation (default 100)"},
+        {"spike-patience", ARG_INT, &o.spike_patience, 0, "spiking steps in a row before a rewind (default 3)"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
     if (args_help(specs, n, argc, argv, "train",

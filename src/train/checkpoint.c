@@ -376,6 +376,14 @@ int ckpt_load(trainer *tr, const char *dir) {
                 tr->loss_scale = (float)meta.loss_scale;
                 tr->good_steps = meta.good_steps;
             }
+            // Loss-spike rewinds: the data they skipped stays skipped; the detector
+            // resumes its window (a run without --spike-rewind keeps none).
+            tr->skips = meta.skips;
+            memset(&tr->spike, 0, sizeof tr->spike);
+            if (tr->opt.spike_rewind > 0) {
+                tr->spike = meta.spike;
+                spike_trim(&tr->spike, tr->opt.spike_window);
+            }
         }
         ckpt_index_free(&x);
         ckpt_meta_free(&meta);

@@ -22,7 +22,9 @@
 //        "exp_avg_sq" (keys in the file)}, ...]}
 //   SAVE_DIR/step_00000100/trainer.json
 //        format_version 2, step, samples consumed, data seed, LR schedule, loss scale,
-//        the model config and the training options, "checksums_xxh64" of every other
+//        the model config and the training options, the data ranges loss-spike rewinds
+//        skipped ("skipped_samples") and the spike detector's window ("spike_losses",
+//        "spike_run"; train/rewind.h), "checksums_xxh64" of every other
 //        file, and last "trainer_json_xxh64": the XXH64 of trainer.json itself with
 //        those 16 hex digits written as '0'
 //   SAVE_DIR/latest      "step_00000100\n"

@@ -62,7 +62,29 @@ void ckpt_meta_note_bf16_path(const ckpt_meta *m, const trainer *tr, const char 
 // ---- end of the bf16 path ---------------------------------------------------------------
 
 ckpt_progress ckpt_progress_of(const trainer *tr) {
-    return (ckpt_progress){tr->step, tr->samples, tr->loss_scale, tr->good_steps, tr->adam.step};
+    return (ckpt_progress){tr->step, tr->samples, tr->loss_scale, tr->good_steps, tr->adam.step,
+                           tr->skips, tr->spike};
+}
+
+// Loss-spike rewinds: the data ranges skipped ("skipped_samples": [[lo, hi], ...], global
+// samples, written when there is one) and the detector's window ("spike_losses", oldest
+// first, and "spike_run", written when --spike-rewind is on), so a resume repeats the
+// run exactly. Absent: nothing skipped, an empty window.
+static void write_spikes(cJSON *root, const ckpt_progress *p, int detector) {
+    if (p->skips.n > 0) {
+        cJSON *a = cJSON_AddArrayToObject(root, "skipped_samples");
+        for (int i = 0; i < p->skips.n; i++) {
+            cJSON *r = cJSON_CreateArray();
+            cJSON_AddItemToArray(r, cJSON_CreateNumber((double)p->skips.lo[i]));
+            cJSON_AddItemToArray(r, cJSON_CreateNumber((double)p->skips.hi[i]));
+            cJSON_AddItemToArray(a, r);
+        }
+    }
+    if (detector) {
+        // cJSON prints doubles with enough digits to read back the same bits.
+        cJSON_AddItemToObject(root, "spike_losses", cJSON_CreateDoubleArray(p->spike.loss, p->spike.n));
+        cJSON_AddNumberToObject(root, "spike_run", p->spike.run);
+    }
 }
 
 // "datasets" (a blended run only): each dataset's name and the samples drawn from it
@@ -135,6 +157,7 @@ char *ckpt_meta_json(const trainer *tr, const ckpt_progress *p, const char *cons
     // fp16's dynamic loss scale and its run of good steps: exact resume needs both.
     cJSON_AddNumberToObject(root, "loss_scale", p->loss_scale);
     cJSON_AddNumberToObject(root, "loss_scale_good_steps", (double)p->good_steps);
+    write_spikes(root, p, o->spike_rewind > 0);
     char *cfg_text = model_config_to_json(&tr->cfg);
     cJSON_AddItemToObject(root, "model_config", cJSON_Parse(cfg_text));
     free(cfg_text);
@@ -198,6 +221,40 @@ static int parse_hex64(const cJSON *sums, const char *key, uint64_t *out, const 
 
 // A non-negative integer below 2^53 (exact in a double).
 static int whole(double x) { return x >= 0 && x < 9007199254740992.0 && x == (double)(int64_t)x; }
+
+// write_spikes' keys, bounded and checked before anything is stored.
+static int read_spikes(ckpt_meta *m, const char *path) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(m->root, "skipped_samples");
+    if (a) {
+        if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) > SKIP_RANGES_MAX)
+            return bg_error("%s: bad \"skipped_samples\" (at most %d [lo, hi] ranges)", path, SKIP_RANGES_MAX);
+        const cJSON *r;
+        cJSON_ArrayForEach(r, a) {
+            const cJSON *lo = cJSON_GetArrayItem(r, 0), *hi = cJSON_GetArrayItem(r, 1);
+            if (!cJSON_IsArray(r) || cJSON_GetArraySize(r) != 2 || !cJSON_IsNumber(lo) || !cJSON_IsNumber(hi) ||
+                !whole(lo->valuedouble) || !whole(hi->valuedouble) || !(lo->valuedouble < hi->valuedouble))
+                return bg_error("%s: bad \"skipped_samples\" range", path);
+            int i = m->skips.n++;
+            m->skips.lo[i] = (uint64_t)lo->valuedouble, m->skips.hi[i] = (uint64_t)hi->valuedouble;
+        }
+    }
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(m->root, "spike_losses");
+    const cJSON *run = cJSON_GetObjectItemCaseSensitive(m->root, "spike_run");
+    if (w) {
+        if (!cJSON_IsArray(w) || cJSON_GetArraySize(w) > SPIKE_WINDOW_MAX)
+            return bg_error("%s: bad \"spike_losses\" (at most %d numbers)", path, SPIKE_WINDOW_MAX);
+        const cJSON *x;
+        cJSON_ArrayForEach(x, w) {
+            if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble))
+                return bg_error("%s: bad \"spike_losses\" value", path);
+            m->spike.loss[m->spike.n++] = x->valuedouble;
+        }
+    }
+    if (run && !(cJSON_IsNumber(run) && whole(run->valuedouble) && run->valuedouble < 1e9))
+        return bg_error("%s: bad \"spike_run\"", path);
+    m->spike.run = run ? (int)run->valuedouble : 0;
+    return BG_OK;
+}
 
 void ckpt_meta_free(ckpt_meta *m) {
     cJSON_Delete(m->root);
@@ -267,6 +324,7 @@ int ckpt_meta_read(ckpt_meta *m, const char *path) {
     m->loss_scale = ls ? ls->valuedouble : 0;
     m->good_steps = rc == BG_OK && gs ? (long)gs->valuedouble : 0;  // only once checked
     ckpt_meta_read_bf16_path(m);
+    if (rc == BG_OK) rc = read_spikes(m, path);
     m->model_config = cJSON_GetObjectItemCaseSensitive(m->root, "model_config");
     if (rc == BG_OK && !cJSON_IsObject(m->model_config)) rc = bg_error("%s: missing model_config", path);
     if (rc != BG_OK) {

@@ -20,6 +20,8 @@ typedef struct {
     float loss_scale;
     long good_steps;
     int64_t adam_step;
+    skip_ranges skips;          // loss-spike rewinds: data never trained on
+    spike_state spike;          // the spike detector's window
 } ckpt_progress;
 ckpt_progress ckpt_progress_of(const trainer *tr);
 
@@ -40,6 +42,8 @@ typedef struct {
     double loss_scale;            // 0: not recorded
     long good_steps;
     const char *bf16_path;        // training.bf16_path, inside root; NULL: not recorded
+    skip_ranges skips;            // "skipped_samples" (none when absent)
+    spike_state spike;            // "spike_losses", "spike_run" (empty when absent)
 } ckpt_meta;
 
 // Reads and checks path; BG_ERR (bg_error naming the file) when it is corrupt,

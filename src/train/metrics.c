@@ -134,6 +134,11 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
         fprintf(s->log, ",\"peak_rss_mib\":%.1f", m->peak_rss_mib);
         if (m->memory) json_memory(s->log, m->memory);
         if (m->fp16) fprintf(s->log, ",\"loss_scale\":%.0f,\"skipped\":%s", m->loss_scale, m->skipped ? "true" : "false");
+        else if (m->skip_reason) fputs(",\"skipped\":true", s->log);
+        if (m->skip_reason) fprintf(s->log, ",\"skip_reason\":\"%s\",\"skips_total\":%ld", m->skip_reason, m->skips_total);
+        if (m->rewound)
+            fprintf(s->log, ",\"rewind\":{\"to_step\":%ld,\"skip_samples\":[%llu,%llu]}", m->rewind_to,
+                    (unsigned long long)m->rewind_lo, (unsigned long long)m->rewind_hi);
         fputs(",\"expert_counts\":[", s->log);
         int first = 1;
         for (int l = 0; l < mdl->cfg.num_hidden_layers; l++) {

@@ -2,6 +2,7 @@
 #define BG_TRAIN_METRICS_H
 // What a step reports: a live progress line on a terminal (plain lines otherwise)
 // and one JSON object per step in the metrics log (JSON Lines).
+#include <stdint.h>
 #include <stdio.h>
 
 #include "model/memory_plan.h"
@@ -23,6 +24,11 @@ typedef struct {
     double peak_rss_mib;        // this process's (rank 0's) peak resident memory
     const memory_report *memory;  // the run's memory report: on its first step's line only
     const char *extra_json;     // more "key":value pairs for the log line (blended data); NULL: none
+    const char *skip_reason;    // the step was skipped (any dtype): why; NULL: applied
+    long skips_total;           // steps skipped so far in this process
+    int rewound;                // a loss spike rewound the run after this step:
+    long rewind_to;             //   to this step's checkpoint,
+    uint64_t rewind_lo, rewind_hi;  //   global samples [lo, hi) skipped from now on
 } step_metrics;
 
 typedef struct {

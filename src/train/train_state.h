@@ -9,6 +9,8 @@
 #include "model/model.h"
 #include "train/adamw.h"
 #include "model/zero_shard.h"
+#include "train/spike.h"
+#include "train/test_hooks.h"
 
 typedef struct {
     const char *config_path;
@@ -57,6 +59,14 @@ typedef struct {
     model_recompute recompute;  // activation recomputation (model.h); bits unchanged
     float loss_scale_init;
     long loss_scale_window;
+    // A step whose loss or gradients are not finite is skipped (any dtype); this many
+    // skips in a row stop the run (fp16 overflows that halve the scale do not count).
+    long max_skips;
+    // Loss spikes: a loss above the mean of the last spike_window steps' by spike_rewind
+    // standard deviations, spike_patience steps in a row, rewinds to the newest
+    // checkpoint before the spike and skips the data since it. 0: off.
+    float spike_rewind;
+    int spike_window, spike_patience;
     // Set (by a signal handler) to ask for a checkpoint at the next step boundary
     // and a clean stop; NULL: never.
     volatile int *stop_requested;
@@ -93,6 +103,13 @@ typedef struct {
     long good_steps;            // fp16: steps since the scale last changed or a skip
     long skipped_steps;         // fp16: steps skipped for overflow in this process
     float skipped_at;           // the last step was skipped at this loss scale; 0: applied
+    const char *skip_reason;    // why the last step was skipped (a JSONL word); NULL: applied
+    long skips_total;           // steps skipped in this process, for any reason
+    long skips_in_row;          // consecutive skips that count towards max_skips
+    skip_ranges skips;          // data never trained on (rewinds); in trainer.json
+    spike_state spike;          // the detector's window (when spike_rewind > 0); in trainer.json
+    long rewinds;               // rewinds in this process
+    train_hooks hooks;          // test-only fault injection (train/test_hooks.h)
 } trainer;
 
 // The smallest loss scale: below 1 it would shrink gradients into fp16's underflow.

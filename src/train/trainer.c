@@ -11,6 +11,7 @@
 #include "train/grad_norm.h"
 #include "train/grad_sync.h"
 #include "train/metrics.h"
+#include "train/rewind.h"
 #include "train/routing_health.h"
 #include "train/run_info.h"
 #include "train/run_report.h"
@@ -46,6 +47,9 @@ void train_options_defaults(train_options *o) {
     o->zero = -1;
     o->save_async = 1;
     o->link_latency_us = -1;
+    o->max_skips = 10;
+    o->spike_window = 100;
+    o->spike_patience = 3;
 }
 
 static int validate(const train_options *o) {
@@ -88,7 +92,7 @@ static int validate(const train_options *o) {
     if (bf16_path_select(&bp) != BG_OK) return BG_ERR;
     if ((long long)o->batch_size * o->seq_len > (1LL << 28))
         return bg_error("--batch-size x --seq-len is too large");
-    return BG_OK;
+    return rewind_validate(o);
 }
 
 // --resume DIR loads DIR. --resume latest loads what SAVE_DIR/latest names, or
@@ -265,6 +269,7 @@ int trainer_init(trainer *tr, const train_options *o) {
                     bf16_path_name(kernel_ctx_bf16_path(tr->m.kernels)));
     tr->inputs = bg_malloc(sizeof(int) * B * T);
     tr->targets = bg_malloc(sizeof(int) * B * T);
+    train_hooks_read(&tr->hooks);
     rc = o->resume ? trainer_resume(tr) : BG_OK;
     if (agree(tr, rc) != BG_OK) {
         int report = tr->report_error;
@@ -311,14 +316,31 @@ static int trainer_load_inputs(trainer *tr, const train_options *o) {
     return BG_OK;
 }
 
+// Test-only faults (train/test_hooks.h), after the backward and before the sums: a NaN
+// in rank 0's first local expert's gradient, a loss spike on a poisoned batch.
+static void inject_faults(trainer *tr, uint64_t first, uint64_t G) {
+    const train_hooks *h = &tr->hooks;
+    model *m = &tr->m;
+    if (h->nan_lo > 0 && tr->step + 1 >= h->nan_lo && tr->step + 1 <= h->nan_hi && tr->rank == 0) {
+        size_t at = 0;
+        for (int i = 0; i < m->table.count && !at; i++)
+            if (m->table.tensors[i].offset >= m->table.dense_numel) at = m->table.tensors[i].offset;
+        m->grads[at] = NAN;
+    }
+    if (h->spike_lo < h->spike_hi && first < h->spike_hi && first + G > h->spike_lo) m->loss *= 100;
+}
+
 int trainer_compute_grads(trainer *tr, double *loss) {
     const train_options *o = &tr->opt;
     int B = o->batch_size;
     model *m = &tr->m;
-    // This rank's slice of the global batch: the same tokens whatever the layout.
+    // This rank's slice of the global batch: the same tokens whatever the layout. Data
+    // that a loss-spike rewind skipped is jumped over (global positions: any layout).
     int P = tr->world > 0 ? tr->world : 1;
+    uint64_t G = (uint64_t)B * P;
+    if (tr->skips.n) tr->samples = skip_ranges_advance(&tr->skips, tr->samples, G);
     data_source_batch(&tr->train, tr->samples, B * P, tr->rank * B, B, tr->inputs, tr->targets);
-    tr->samples += (uint64_t)B * P;
+    tr->samples += G;
     m->opt.loss_scale = tr->loss_scale;  // the precision was set once, in trainer_init
     m->step = tr->step;                  // routers that draw numbers key them by step
     *loss = NAN;
@@ -326,6 +348,7 @@ int trainer_compute_grads(trainer *tr, double *loss) {
     grad_sync_loss(m);
     model_zero_grad(m);
     model_backward(m);
+    inject_faults(tr, tr->samples - G, G);
     if (tr->zero.on) grad_sync_reduce_scatter(m);  // each rank sums only the slices it owns
     else grad_sync_grads(m);
     *loss = m->loss;
@@ -340,6 +363,7 @@ int trainer_apply_grads(trainer *tr) {
     tr->last_lr = lr_schedule(tr->step, o->steps, o->warmup, o->lr, tr->min_lr);
     tr->step++;
     tr->skipped_at = 0;
+    tr->skip_reason = NULL;
     if (o->dtype == BG_FP16 && !isfinite(norm)) {
         float was = tr->loss_scale;
         tr->loss_scale = was / 2 > LOSS_SCALE_MIN ? was / 2 : LOSS_SCALE_MIN;
@@ -347,8 +371,23 @@ int trainer_apply_grads(trainer *tr) {
         tr->skipped_steps++;
         tr->skipped_at = was;
         tr->last_grad_norm = INFINITY;
+        tr->skip_reason = "fp16_overflow";
+        tr->skips_total++;
+        // Overflows the halved scale can cure are the scaler's routine, not a fault.
+        if (!(was > LOSS_SCALE_MIN)) tr->skips_in_row++;
         return 0;
     }
+    // Any dtype: a non-finite loss (the global mean) or norm (global) is skipped by every
+    // rank alike, with no change to the weights, the optimizer or the gates' state.
+    if (!isfinite(m->loss) || !isfinite(norm)) {
+        tr->skipped_at = tr->loss_scale;
+        tr->last_grad_norm = isfinite(norm) ? norm / tr->loss_scale : INFINITY;
+        tr->skip_reason = !isfinite(m->loss) ? "nonfinite_loss" : "nonfinite_grad";
+        tr->skips_total++;
+        tr->skips_in_row++;
+        return 0;
+    }
+    tr->skips_in_row = 0;
     tr->last_grad_norm = norm / tr->loss_scale;
     // Unscaling folds into AdamW's gradient multiplier with the clipping.
     adamw_update_shard(&tr->adam, m->params, m->grads, &m->table, &tr->zero, &tr->hp, tr->last_lr,
@@ -697,24 +736,51 @@ int trainer_run(const train_options *o, int *report) {
             .eta_seconds = train_seconds / (tr.step - first_step) * (o->steps - tr.step),
             .ranks = P, .fp16 = o->dtype == BG_FP16, .loss_scale = tr.skipped_at > 0 ? tr.skipped_at : tr.loss_scale,
             .skipped = tr.skipped_at > 0, .routing = &health,
-            .peak_rss_mib = peak_rss_mib(), .memory = tr.step == first_step + 1 ? &memory : NULL,
+            .peak_rss_mib = peak_rss_mib(), .memory = tr.step == first_step + 1 && !tr.rewinds ? &memory : NULL,
+            .skip_reason = tr.skip_reason, .skips_total = tr.skips_total,
             .extra_json = data_tokens_json(&tr, data_json, data_json_cap),
         };
+        int rewind = !tr.skip_reason && rewind_due(&tr, loss);
+        long spike_step = tr.step;
         step_traffic(&tr, &sm);
         // After the step's traffic was read: its one all-reduce is the metrics', not the
         // step's, so the counters forget it.
         routing_health_update(&health, &tr.m, P > 1 ? &tr.layout : NULL, tr.step);
         if (P > 1) dist_layout_traffic_reset(&tr.layout);
+        if (rewind) {
+            // The step's line says what happened: the rewind's target and skipped data.
+            if (trainer_rewind(&tr, saver, &sm.rewind_to, &sm.rewind_lo, &sm.rewind_hi) != BG_OK) {
+                metrics_step(&sink, &sm, &tr.m);
+                rc = TRAIN_FAILED;
+                *report = root;
+                break;
+            }
+            sm.rewound = 1;
+        }
         metrics_step(&sink, &sm, &tr.m);
         if (root && o->report_every > 0 && tr.step % o->report_every == 0) report_refresh(o, &sink);
-        if (tr.skipped_at > 0)
+        if (tr.skip_reason && !strcmp(tr.skip_reason, "fp16_overflow"))
             metrics_note(&sink, "step %ld: fp16 gradients overflowed at loss scale %g: step skipped, loss scale now %g",
                          tr.step, tr.skipped_at, tr.loss_scale);
-        // Under fp16 an overflowing forward is a skipped step while the scale can still
-        // drop; the loss is the global mean: every rank sees the same.
-        if (!isfinite(loss) && !(tr.skipped_at > LOSS_SCALE_MIN)) {
+        else if (tr.skip_reason)
+            metrics_note(&sink, "step %ld: %s: step skipped (%ld in a row, %ld in all)", tr.step,
+                         !strcmp(tr.skip_reason, "nonfinite_loss") ? "the loss is not finite"
+                                                                   : "the gradients are not finite",
+                         tr.skips_in_row, tr.skips_total);
+        if (rewind) {
+            metrics_note(&sink, "step %ld: loss spike (%d steps above the mean by %g standard deviations): "
+                         "rewound to step %ld, samples [%llu, %llu) skipped", spike_step,
+                         o->spike_patience, o->spike_rewind, sm.rewind_to,
+                         (unsigned long long)sm.rewind_lo, (unsigned long long)sm.rewind_hi);
+            first_step = tr.step, train_seconds = 0;
+            continue;
+        }
+        // Every rank counts the same skips (the loss and norm are global). The last
+        // committed checkpoint stays as it was: no save after a skip that stops the run.
+        if (tr.skips_in_row >= o->max_skips) {
             rc = TRAIN_FAILED;
-            bg_error("training diverged: loss is not finite at step %ld", tr.step);
+            bg_error("training stopped: %ld steps in a row skipped (the last, step %ld: %s; --max-skips %ld)",
+                     tr.skips_in_row, tr.step, tr.skip_reason, o->max_skips);
             *report = root;
             break;
         }

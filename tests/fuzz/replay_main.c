@@ -35,7 +35,7 @@ static void replay(const char *path) {
             snprintf(names[n++], len, "%s/%s", path, e->d_name);
         }
         closedir(d);
-        qsort(names, n, sizeof *names, by_name);
+        if (n) qsort(names, n, sizeof *names, by_name);  // an empty folder: names is NULL
         for (size_t i = 0; i < n; i++) {
             replay(names[i]);
             free(names[i]);
