@@ -1,7 +1,8 @@
 # Fuzzing, separate from the build and the test suite (included by the top-level Makefile).
 #   make fuzz [FUZZ_TIME=30]            every target in turn, FUZZ_TIME seconds each
 #   make fuzz-<target> [FUZZ_TIME=60]   one target: safetensors, config, tokjson, gpt2,
-#                                       shard, trainer_json, args, bpe_encode
+#                                       shard, trainer_json, args, bpe_encode, ckpt_index,
+#                                       cluster, blend
 # A target is tests/fuzz/fuzz_<target>.c (libFuzzer + ASan + UBSan) over the parsers'
 # sources, built here with clang into $(FUZZ_DIR); its seeds are tests/fuzz/<target>/seeds,
 # its regression inputs tests/fuzz/<target>/crashes, its dictionary tests/fuzz/<target>.dict
@@ -22,7 +23,10 @@ FUZZ_LIBS = -lcjson -lxxhash -lm
 # The parsers and what they call; a target links only the objects it needs from the archive.
 FUZZ_LIB_SOURCES = src/core/error.c src/core/half.c src/core/text_file.c src/core/dtype.c \
 	$(wildcard src/data/bpe_*.c) src/data/shard.c $(wildcard src/io/safetensors_*.c) \
-	src/model/config.c src/train/checkpoint_meta.c src/cli/args.c tests/fuzz/stub_router.c
+	src/model/config.c src/model/params.c src/core/rng.c src/kernels/bf16_path.c src/core/log.c \
+	src/train/checkpoint_meta.c src/train/checkpoint_index.c \
+	src/train/checkpoint_plan.c src/io/file_sync.c src/plan/cluster.c src/data/blend.c src/cli/args.c \
+	tests/fuzz/stub_router.c tests/fuzz/stub_trainer.c
 FUZZ_OBJS = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SOURCES))
 FUZZ_TARGETS = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_ARGS = -max_len=16384 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1

@@ -175,7 +175,8 @@ static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
             get_num(topology, "supernode_nodes", "topology.", origin, 0, 0, &sn) ||
             get_num(topology, "oversubscription", "topology.", origin, 0, 1, &c->oversubscription))
             return BG_ERR;
-        if (sn != floor(sn)) return bg_error("%s: \"topology.supernode_nodes\" must be a whole number", origin);
+        if (sn != floor(sn) || sn > 1e9)  // as get_int: the value must fit an int
+            return bg_error("%s: \"topology.supernode_nodes\" must be a whole number, got %g", origin, sn);
         if (c->oversubscription < 1) return bg_error("%s: \"topology.oversubscription\" must be >= 1", origin);
         c->supernode_nodes = (int)sn;
     }
@@ -201,6 +202,24 @@ int plan_cluster_load(plan_cluster *c, const char *path) {
     return rc;
 }
 
+// cJSON prints 15 significant digits whenever they read back within an epsilon, which
+// can lose the last bit; the fewest of 15..17 digits that read back exactly keep
+// plan_cluster_to_json's promise (and give cJSON's text whenever 15 digits are exact).
+static cJSON *exact_number(double x) {
+    if (!isfinite(x)) return cJSON_CreateNull();  // as cJSON writes it
+    if (x == 0) x = 0;                            // -0 as "0", as cJSON writes it
+    char buf[32];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return cJSON_CreateRaw(buf);
+}
+
+static void add_number(cJSON *obj, const char *key, double x) {
+    cJSON_AddItemToObject(obj, key, exact_number(x));
+}
+
 char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
     cJSON *root = cJSON_CreateObject(), *peak = cJSON_CreateObject(), *gemm = cJSON_CreateObject(), *att = NULL;
     cJSON_AddStringToObject(root, "name", c->name);
@@ -209,10 +228,10 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
     cJSON_AddNumberToObject(root, "ranks_per_node", c->ranks_per_node);
     cJSON_AddNumberToObject(root, "cores_per_rank", c->cores_per_rank);
     for (int d = 0; d < PLAN_NDTYPES; d++) {
-        if (c->peak[d] > 0) cJSON_AddNumberToObject(peak, dtype_names[d], c->peak[d]);
+        if (c->peak[d] > 0) add_number(peak, dtype_names[d], c->peak[d]);
         if (c->attention_rate[d] > 0) {
             if (!att) att = cJSON_CreateObject();
-            cJSON_AddNumberToObject(att, dtype_names[d], c->attention_rate[d]);
+            add_number(att, dtype_names[d], c->attention_rate[d]);
         }
         cJSON *classes = NULL;
         for (int k = 0; k < PLAN_GEMM_CLASSES; k++) {
@@ -222,8 +241,8 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
             cJSON *arr = cJSON_AddArrayToObject(classes, class_names[k]);
             for (int i = 0; i < g->n; i++) {
                 cJSON *p = cJSON_CreateArray();
-                cJSON_AddItemToArray(p, cJSON_CreateNumber(g->flops[i]));
-                cJSON_AddItemToArray(p, cJSON_CreateNumber(g->rate[i]));
+                cJSON_AddItemToArray(p, exact_number(g->flops[i]));
+                cJSON_AddItemToArray(p, exact_number(g->rate[i]));
                 cJSON_AddItemToArray(arr, p);
             }
         }
@@ -231,18 +250,18 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
     if (att) cJSON_AddItemToObject(root, "attention_rate", att);
     cJSON_AddItemToObject(root, "peak_flops", peak);
     cJSON_AddItemToObject(root, "gemm", gemm);
-    cJSON_AddNumberToObject(root, "gemm_efficiency", c->gemm_efficiency);
-    cJSON_AddNumberToObject(root, "attention_efficiency", c->attention_efficiency);
-    cJSON_AddNumberToObject(root, "memory_per_node", c->mem_per_node);
-    cJSON_AddNumberToObject(root, "memory_bandwidth", c->mem_bw);
+    add_number(root, "gemm_efficiency", c->gemm_efficiency);
+    add_number(root, "attention_efficiency", c->attention_efficiency);
+    add_number(root, "memory_per_node", c->mem_per_node);
+    add_number(root, "memory_bandwidth", c->mem_bw);
     cJSON *in = cJSON_AddObjectToObject(root, "intra_node"), *out = cJSON_AddObjectToObject(root, "inter_node");
-    cJSON_AddNumberToObject(in, "bandwidth", c->intra_bw);
-    cJSON_AddNumberToObject(in, "latency", c->intra_lat);
-    cJSON_AddNumberToObject(out, "bandwidth", c->inter_bw);
-    cJSON_AddNumberToObject(out, "latency", c->inter_lat);
+    add_number(in, "bandwidth", c->intra_bw);
+    add_number(in, "latency", c->intra_lat);
+    add_number(out, "bandwidth", c->inter_bw);
+    add_number(out, "latency", c->inter_lat);
     cJSON *t = cJSON_AddObjectToObject(root, "topology");
     cJSON_AddNumberToObject(t, "supernode_nodes", c->supernode_nodes);
-    cJSON_AddNumberToObject(t, "oversubscription", c->oversubscription);
+    add_number(t, "oversubscription", c->oversubscription);
     char *s = cJSON_Print(root);
     cJSON_Delete(root);
     return s;

@@ -76,9 +76,8 @@ static int collect_files(ckpt_index *x, char **names, int n, const ckpt_meta *me
         if (!x->n_files || strcmp(x->files[x->n_files - 1], names[i]) != 0) {
             if (strchr(names[i], '/') || !strcmp(names[i], "..") || !strcmp(names[i], "."))
                 return bg_error("%s: bad file name \"%s\" in the indexes", json, names[i]);
-            x->files[x->n_files] = dup(names[i]);
-            if (ckpt_meta_sum(meta, names[i], &x->sums[x->n_files], json) != BG_OK) return BG_ERR;
-            x->n_files++;
+            x->files[x->n_files++] = dup(names[i]);  // counted now: ckpt_index_free frees it
+            if (ckpt_meta_sum(meta, names[i], &x->sums[x->n_files - 1], json) != BG_OK) return BG_ERR;
         }
     return BG_OK;
 }
@@ -217,12 +216,14 @@ static int check_maps(const ckpt_index *x, const param_table *t, const param_tab
     for (int i = 0; i < t->count; i++) {
         int first, n = ckpt_index_pieces(x, t->tensors[i].name, &first);
         uint64_t at = 0;
-        for (int k = 0; k < n; k++) {
+        int k = 0;
+        for (; k < n; k++) {
             const ckpt_index_piece *c = &x->opt[first + k];
             if (c->offset != at || c->count == 0) break;
             at += c->count;
         }
-        if (at != t->tensors[i].numel)
+        // Every piece in the chain: a piece repeated or overlapping past the end is no tiling.
+        if (k < n || at != t->tensors[i].numel)
             return bg_error("%s/%s: the optimizer state of '%s' is %s", dir, CKPT_OPT_INDEX, t->tensors[i].name,
                             n ? "not covered exactly by its pieces" : "missing");
     }

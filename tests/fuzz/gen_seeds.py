@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets under tests/fuzz/<target>/seeds/.
 Run once when a format changes; the seeds are committed. safetensors' seeds come from
-make_seeds.c (the writer), trainer.json's from a real checkpoint (a tiny training run):
-both are committed as produced. Crash inputs go to tests/fuzz/<target>/crashes/ by hand."""
+make_seeds.c (the writer), trainer.json's and ckpt_index's from real checkpoints (tiny
+training runs; ckpt_index: the config in fuzz_ckpt_index.c, `--steps 2 --save-dir`, once
+alone and once under `mpirun -np 2 ... --zero 1`, each input the model index, a NUL and
+the optimizer index, also compacted): all committed as produced. Crash inputs go to tests/fuzz/<target>/crashes/ by hand."""
 import json, os, struct, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -102,3 +104,24 @@ put("bpe_encode", "spaces", "   \t\t\n\n  a  \r\n \x0b\x0c end   ")
 put("bpe_encode", "bytes", bytes(range(256)) + b"\xc3\x28\xe2\x82\xf0\x9f\x98")
 put("bpe_encode", "eot", "<|endoftext|>text<|endoftext|>")
 put("bpe_encode", "digits", "0123456789 3.14159 1,000,000 2024-05-20")
+
+# ---- cluster files: the shipped ones and the planner tests' fixture ----
+clusters = os.path.join(HERE, "..", "..", "clusters")
+for name in sorted(os.listdir(clusters)):
+    if name.endswith(".json"):
+        put("cluster", name, open(os.path.join(clusters, name), "rb").read())
+put("cluster", "box.json", open(os.path.join(HERE, "..", "plan", "box.json"), "rb").read())
+
+# ---- --data-mix specs: the string form and the JSON form ----
+put("blend", "two.txt", "web:0.7=data/web/*.bin,code:0.3=data/code")
+put("blend", "list.txt", "books:1=@books.list")
+put("blend", "valid_no_weights.txt", "web=valid/web,code=valid/code")
+put("blend", "mixed.txt", "a:2.5e-1=x,b=y,c:1e3=z/")
+put("blend", "bad_weight.txt", "a:-1=x")
+put("blend", "twice.txt", "a:1=x,a:2=y")
+put("blend", "no_eq.txt", "a:1")
+put("blend", "mix.json", json.dumps([{"name": "web", "weight": 0.7, "data": "web/*.bin"},
+                                     {"name": "code", "weight": 0.3, "data": "@code.list"}], indent=1))
+put("blend", "valid.json", json.dumps([{"name": "web", "data": "valid/web"}, {"name": "code", "data": "valid/code"}]))
+put("blend", "not_array.json", '{"name": "web", "weight": 1, "data": "x"}')
+put("blend", "bad_types.json", '[{"name": 1, "weight": "1", "data": ["x"]}]')

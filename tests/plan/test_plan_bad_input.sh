@@ -30,6 +30,7 @@ mk curve_point 'c["gemm"]["fp32"] = [[1e8, -1]]'
 mk curve_no_peak 'c["gemm"]["fp16"] = [[1e8, 1e11]]'
 mk frac_nodes 'c["nodes"] = 2.5'
 mk oversub 'c["topology"]["oversubscription"] = 0.5'
+mk huge_supernode 'c["topology"]["supernode_nodes"] = 1e300'
 mk eff 'c["gemm_efficiency"] = 1.5'
 printf '{"nodes": 1,' >"$D/truncated.json"
 echo '[1, 2]' >"$D/array.json"
@@ -51,6 +52,7 @@ expect curve-point 'point 0 must be' -- run "$D/curve_point.json"
 expect curve-no-peak 'without "peak_flops.fp16"' -- run "$D/curve_no_peak.json"
 expect frac-nodes '"nodes" must be a whole number' -- run "$D/frac_nodes.json"
 expect oversub 'oversubscription" must be >= 1' -- run "$D/oversub.json"
+expect huge-supernode '"topology.supernode_nodes" must be a whole number' -- run "$D/huge_supernode.json"
 expect eff 'efficiencies must be at most 1' -- run "$D/eff.json"
 expect truncated 'not valid JSON' -- run "$D/truncated.json"
 expect array 'must be a JSON object' -- run "$D/array.json"
