@@ -112,7 +112,8 @@ fi
 
 # ---- bad input: one line, exit 2 ----
 : >"$D/empty.txt"
-head -c 5000 /dev/urandom >"$D/binary.bin"; printf '\0' >>"$D/binary.bin"
+# A fixed first byte: random data that happened to start with "{" would read as JSON.
+{ printf '\001'; head -c 5000 /dev/urandom; printf '\0'; } >"$D/binary.bin"
 printf '{"format": "sentencepiece", "model": "x"}' >"$D/other.json"
 expect train-empty "empty file" -- "$BIN" tokenizer train --vocab-size 300 --out "$D/t.json" "$D/empty.txt"
 expect train-binary "binary file" -- "$BIN" tokenizer train --vocab-size 300 --out "$D/t.json" "$D/binary.bin"
