@@ -39,6 +39,22 @@ static size_t rounds(size_t n, int P, size_t chunk) {
     return (longest + chunk - 1) / chunk;
 }
 
+// One peer's transfers of a round: receive rcnt floats into rbuf, send scnt from sbuf
+// (either may be empty), counted as traffic and remembered for the watchdog.
+static void post_peer(dist_comm *c, int j, float *rbuf, size_t rcnt, const float *sbuf,
+                      size_t scnt, MPI_Request *req, int *peer, int *nreq) {
+    if (rcnt) {
+        DIST_MPI(MPI_Irecv(rbuf, (int)rcnt, MPI_FLOAT, j, SHARD_TAG, c->comm, &req[*nreq]));
+        peer[(*nreq)++] = j;
+        dist_count_recv(c, j, (uint64_t)rcnt * sizeof(float));
+    }
+    if (scnt) {
+        DIST_MPI(MPI_Isend(sbuf, (int)scnt, MPI_FLOAT, j, SHARD_TAG, c->comm, &req[*nreq]));
+        peer[(*nreq)++] = j;
+        dist_count_send(c, j, (uint64_t)scnt * sizeof(float));
+    }
+}
+
 void dist_reduce_scatter_sum_f32(dist_comm *c, float *buf, size_t n) {
     double t0 = bg_now();
     c->traffic.calls++;
@@ -54,18 +70,7 @@ void dist_reduce_scatter_sum_f32(dist_comm *c, float *buf, size_t n) {
             for (int j = 0; j < P; j++) {
                 if (j == me) continue;
                 size_t lo, cnt = piece(n, j, P, k, chunk, &lo);
-                if (mine) {
-                    DIST_MPI(MPI_Irecv(parts + (size_t)j * chunk, (int)mine, MPI_FLOAT, j, SHARD_TAG,
-                                       c->comm, &req[nreq]));
-                    peer[nreq++] = j;
-                    dist_count_recv(c, j, (uint64_t)mine * sizeof(float));
-                }
-                if (cnt) {
-                    DIST_MPI(MPI_Isend(buf + lo, (int)cnt, MPI_FLOAT, j, SHARD_TAG, c->comm,
-                                       &req[nreq]));
-                    peer[nreq++] = j;
-                    dist_count_send(c, j, (uint64_t)cnt * sizeof(float));
-                }
+                post_peer(c, j, parts + (size_t)j * chunk, mine, buf + lo, cnt, req, peer, &nreq);
             }
             dist_wait_reqs(c, nreq, req, peer, "a reduce-scatter");
             if (!mine) continue;
@@ -98,18 +103,7 @@ void dist_allgather_f32(dist_comm *c, float *buf, size_t n) {
             for (int j = 0; j < P; j++) {
                 if (j == me) continue;
                 size_t lo, cnt = piece(n, j, P, k, chunk, &lo);
-                if (cnt) {
-                    DIST_MPI(MPI_Irecv(buf + lo, (int)cnt, MPI_FLOAT, j, SHARD_TAG, c->comm,
-                                       &req[nreq]));
-                    peer[nreq++] = j;
-                    dist_count_recv(c, j, (uint64_t)cnt * sizeof(float));
-                }
-                if (mine) {
-                    DIST_MPI(MPI_Isend(buf + mlo, (int)mine, MPI_FLOAT, j, SHARD_TAG, c->comm,
-                                       &req[nreq]));
-                    peer[nreq++] = j;
-                    dist_count_send(c, j, (uint64_t)mine * sizeof(float));
-                }
+                post_peer(c, j, buf + lo, cnt, buf + mlo, mine, req, peer, &nreq);
             }
             dist_wait_reqs(c, nreq, req, peer, "an all-gather");
         }
