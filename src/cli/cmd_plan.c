@@ -68,16 +68,21 @@ static void print_text(const plan_cluster *cl, const plan_layout *l, const plan_
            100 * r->mfu, plan_dtype_name(l->dtype));
 }
 
-// The links: `plan-probe` under mpirun at 2 ranks of this machine.
-static int probe_links(double *bw, double *lat) {
+// The links: `plan-probe` at 2 ranks, under mpirun on this machine, or under `launcher`
+// (a command prefix that starts one rank on each of two nodes, e.g. the emulated
+// cluster's `scripts/cluster.sh run 1 --`) for the inter-node link.
+static int probe_links(const char *launcher, double *bw, double *lat) {
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return BG_ERR;
     self[n] = 0;
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd,
-             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 timeout 60 "
-             "mpirun --oversubscribe -np 2 '%s' plan-probe 2>/dev/null", self);
+    char cmd[8500];
+    if (launcher)
+        snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 timeout 120 %s '%s' plan-probe 2>/dev/null", launcher, self);
+    else
+        snprintf(cmd, sizeof cmd,
+                 "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 timeout 60 "
+                 "mpirun --oversubscribe -np 2 '%s' plan-probe 2>/dev/null", self);
     FILE *p = popen(cmd, "r");
     if (!p) return BG_ERR;
     int got = fscanf(p, "%lf %lf", bw, lat);
@@ -85,7 +90,8 @@ static int probe_links(double *bw, double *lat) {
     return got == 2 && rc == 0 && *bw > 0 ? BG_OK : BG_ERR;
 }
 
-static int calibrate(const char *config, const char *out, int B, int T, int threads) {
+static int calibrate(const char *config, const char *out, int B, int T, int threads, const char *inter,
+                     int inter_nodes) {
     model_config cfg, *c = NULL;
     if (config) {
         if (model_config_load(&cfg, config) != BG_OK) return fprintf(stderr, "bagualu: %s\n", bg_last_error()), 2;
@@ -105,12 +111,34 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     plan_calibrate_compute(&cl, c, B, T, threads, 60);
     double bw = 0, lat = 0;
     fprintf(stderr, "plan: probing links with mpirun -np 2...\n");
-    if (probe_links(&bw, &lat) != BG_OK) {
+    if (probe_links(NULL, &bw, &lat) != BG_OK) {
         fprintf(stderr, "plan: the MPI probe failed; intra-node links set to the memory bandwidth\n");
         bw = cl.mem_bw / 2, lat = 5e-6;
     }
     cl.intra_bw = cl.inter_bw = bw;
     cl.intra_lat = cl.inter_lat = lat;
+    if (inter) {
+        // Emulated nodes share this machine's cores: each is a node of the same rates.
+        fprintf(stderr, "plan: probing the inter-node link with %s...\n", inter);
+        if (probe_links(inter, &cl.inter_bw, &cl.inter_lat) != BG_OK) {
+            fprintf(stderr, "bagualu: plan: the inter-node probe under \"%s\" failed\n", inter);
+            return 2;
+        }
+        // Emulated nodes share this machine: a node gets cores/N of its cores and memory;
+        // where that is under one rank's `threads`, its one rank runs at that share.
+        double node_cores = (double)cores / inter_nodes, share = node_cores / threads;
+        cl.nodes = inter_nodes;
+        cl.ranks_per_node = share >= 1 ? (int)share : 1;
+        cl.mem_per_node /= inter_nodes;
+        if (share < 1) {
+            for (int d = 0; d < PLAN_NDTYPES; d++) {
+                cl.peak[d] *= share, cl.attention_rate[d] *= share;
+                for (int k = 0; k < PLAN_GEMM_CLASSES; k++)
+                    for (int i = 0; i < cl.gemm[d][k].n; i++) cl.gemm[d][k].rate[i] *= share;
+            }
+            cl.mem_bw *= share;
+        }
+    }
     char *json = plan_cluster_to_json(&cl, "measured by bagualu plan --calibrate");
     FILE *f = fopen(out, "w");
     if (!f || fputs(json, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0) {
@@ -120,8 +148,8 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     }
     free(json);
     fprintf(stderr, "plan: wrote %s (fp32 peak %.3g, bf16 peak %.3g GFLOP/s, memory %.3g GB/s, "
-                    "links %.3g GB/s, %.3g us)\n", out, cl.peak[PLAN_FP32] / 1e9, cl.peak[PLAN_BF16] / 1e9,
-            cl.mem_bw / 1e9, bw / 1e9, lat * 1e6);
+                    "links %.3g GB/s, %.3g us; inter-node %.3g GB/s, %.3g us)\n", out, cl.peak[PLAN_FP32] / 1e9,
+            cl.peak[PLAN_BF16] / 1e9, cl.mem_bw / 1e9, bw / 1e9, lat * 1e6, cl.inter_bw / 1e9, cl.inter_lat * 1e6);
     return 0;
 }
 
@@ -129,9 +157,9 @@ int cmd_plan_probe(int argc, char **argv) { return plan_probe(argc, argv); }
 
 int cmd_plan(int argc, char **argv) {
     const char *config = NULL, *cluster = NULL, *a2a = NULL, *dtype = NULL, *zero = NULL;
-    const char *recompute = NULL, *out = NULL;
+    const char *recompute = NULL, *out = NULL, *inter = NULL;
     int P = 1, ep = 0, rpn = 0, B = 8, T = 64, chunks = 1, search = 0, json = 0, cal = 0, top = 10;
-    int tp = 1, pp = 1, micro = 1, threads = 0;
+    int tp = 1, pp = 1, micro = 1, threads = 0, inter_nodes = 2;
     float capacity = -1, imbalance = 0, ov_grad = 0, ov_a2a = 0, a2a_bytes = 4;
     const arg_spec specs[] = {
         {"config", ARG_STR, &config, 0, "model config (JSON)"},
@@ -160,6 +188,9 @@ int cmd_plan(int argc, char **argv) {
         {"calibrate", ARG_SWITCH, &cal, 0, "measure this machine and write --out"},
         {"out", ARG_STR, &out, 0, "--calibrate: the cluster file to write"},
         {"threads", ARG_INT, &threads, 0, "--calibrate: cores per rank (default: all; 1 for mpirun's one thread per rank)"},
+        {"inter-launcher", ARG_STR, &inter, 0,
+         "--calibrate: command prefix starting 1 rank on each of 2 nodes, to probe the inter-node link"},
+        {"nodes", ARG_INT, &inter_nodes, 0, "--calibrate with --inter-launcher: nodes the file states (default 2)"},
     };
     int n = (int)(sizeof specs / sizeof specs[0]);
     if (args_help(specs, n, argc, argv, "plan",
@@ -171,7 +202,8 @@ int cmd_plan(int argc, char **argv) {
     }
     if (cal) {
         if (!out) return fprintf(stderr, "bagualu: plan: --calibrate needs --out FILE\n"), 2;
-        return calibrate(config, out, B, T, threads);
+        if (inter_nodes < 1) return fprintf(stderr, "bagualu: plan: --nodes must be >= 1\n"), 2;
+        return calibrate(config, out, B, T, threads, inter, inter_nodes);
     }
     if (!config || !cluster) return fprintf(stderr, "bagualu: plan: --config and --cluster are required\n"), 2;
     plan_layout l;
