@@ -43,10 +43,9 @@ static void print_json(FILE *f, const plan_layout *l, const plan_result *r) {
 static void print_text(const plan_cluster *cl, const plan_layout *l, const plan_result *r) {
     const memory_report *m = &r->mem;
     printf("layout: P=%d EP=%d ranks/node=%d batch=%dx%d per rank, %s, ZeRO-1 %s, recompute %s, "
-           "a2a %s%s, capacity %g%s\n",
+           "a2a %s, capacity %g%s\n",
            l->P, r->ep, r->ranks_per_node, l->B, l->T, plan_dtype_name(l->dtype), r->zero ? "on" : "off",
-           l->recompute ? "block" : "none", plan_a2a_name(l->a2a),
-           l->a2a == PLAN_A2A_2D ? " (modelled only)" : "", l->capacity,
+           l->recompute ? "block" : "none", plan_a2a_name(l->a2a), l->capacity,
            l->tp > 1 || l->pp > 1 ? " (TP/PP: analytic only)" : "");
     if (l->tp > 1 || l->pp > 1) printf("        TP=%d PP=%d micro-batches=%d\n", l->tp, l->pp, l->micro);
     printf("memory per rank (MiB): parameters %.1f, gradients %.1f, optimizer %.1f, activations %.1f, "
@@ -167,7 +166,7 @@ int cmd_plan(int argc, char **argv) {
         {"ranks", ARG_INT, &P, 0, "ranks P (default 1)"},
         {"expert-parallel", ARG_INT, &ep, 0, "expert-parallel degree (default: train's, the largest valid)"},
         {"ranks-per-node", ARG_INT, &rpn, 0, "ranks per node (default: the cluster's)"},
-        {"a2a", ARG_STR, &a2a, 0, "token exchange: flat, hierarchical or 2d (2d: modelled only)"},
+        {"a2a", ARG_STR, &a2a, 0, "token exchange: flat, hierarchical or 2d"},
         {"a2a-chunks", ARG_INT, &chunks, 0, "chunked exchange overlapping the experts (default 1)"},
         {"batch-size", ARG_INT, &B, 0, "sequences per rank (per micro-batch; default 8; --search: the largest tried)"},
         {"seq-len", ARG_INT, &T, 0, "tokens per sequence (default 64)"},
