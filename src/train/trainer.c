@@ -658,7 +658,8 @@ int train_run_begin(train_run *r, const train_options *o, int *report) {
         return TRAIN_OK;
     }
     metrics_sink *sink = &r->sink;
-    rc = metrics_open(sink, root ? o->log_path : NULL, o->steps, !root || o->quiet);
+    rc = metrics_open(sink, root ? o->log_path : NULL, o->steps, !root);
+    sink->no_stdout = o->quiet;
     if (agree(tr, rc) != BG_OK) {
         *report = tr->report_error;
         if (rc == BG_OK) metrics_close(sink);
