@@ -253,7 +253,7 @@ int bagualu_metric(const bagualu *h, const char *name, double *value) {
         const char *name;
         double v;
     } table[] = {
-        {"step", r ? (double)r->tr.step : 0},
+        {"step", r ? (double)r->tr.step : (double)h->checkpoint_step},
         {"loss", s ? s->loss : NAN},
         {"aux_loss", s ? s->aux_loss : NAN},
         {"z_loss", s ? s->z_loss : NAN},

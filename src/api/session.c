@@ -170,6 +170,7 @@ static int open_checkpoint(bagualu *h, void *args) {
     o->config_json = api_keep(h, json);
     free(json);
     h->checkpoint = (char *)api_keep(h, info.dir);
+    h->checkpoint_step = info.step;
     o->resume = h->checkpoint;
     if (info.batch_size > 0) o->batch_size = info.batch_size;
     if (info.seq_len > 0 && info.seq_len <= m->cfg.max_position_embeddings) o->seq_len = info.seq_len;

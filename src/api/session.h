@@ -16,6 +16,7 @@ struct bagualu {
     int n_strings;
     model_config cfg;           // checked at open
     char *checkpoint;           // opened from a checkpoint: its step directory
+    long checkpoint_step;       // and its step
     model *model;               // for evaluate/generate while no run exists (lazy)
     int model_B, model_T;       // the shape model was prepared for (0: not yet)
     train_run *run;             // from the first bagualu_train until close

@@ -109,7 +109,8 @@ static char *step_numbers(const char *path) {
 }
 
 static void test_same_as_cli(const char *dir) {
-    char data[4096], log_cli[4096], log_api[4096];
+    char data[4096], log_cli[4096], log_api[4096], save[4096];
+    snprintf(save, sizeof save, "%s/save", dir);
     snprintf(data, sizeof data, "%s/data.bin", dir);
     snprintf(log_cli, sizeof log_cli, "%s/cli.jsonl", dir);
     snprintf(log_api, sizeof log_api, "%s/api.jsonl", dir);
@@ -136,6 +137,7 @@ static void test_same_as_cli(const char *dir) {
     if (!h) return;
     for (int i = 0; i < NO; i++) bagualu_set_option(h, opts[i][0], opts[i][1]);
     bagualu_set_option(h, "log", log_api);
+    bagualu_set_option(h, "save-dir", save);
     TU_CHECK(bagualu_train(h, 3) == BAGUALU_OK, "train 3: %s", bagualu_last_error(h));
     TU_CHECK(bagualu_train(h, 1) == BAGUALU_OK, "train 1: %s", bagualu_last_error(h));
     TU_CHECK(bagualu_train(h, 10) == BAGUALU_OK, "train to the end: %s", bagualu_last_error(h));
@@ -149,6 +151,25 @@ static void test_same_as_cli(const char *dir) {
              a ? a : "(none)", b ? b : "(none)");
     free(a);
     free(b);
+
+    // The run's checkpoint (saved at its last step): evaluate, sample, train on.
+    h = bagualu_open_checkpoint(save);
+    TU_CHECK(h != NULL, "open_checkpoint: %s", bagualu_open_error());
+    if (!h) return;
+    bagualu_metric(h, "step", &step);
+    TU_CHECK(step == 7, "the checkpoint's step is %g, not 7", step);
+    double loss = -1;
+    TU_CHECK(bagualu_evaluate(h, data, 2, &loss) == BAGUALU_OK && loss > 0 && loss < 10, "evaluate: %g (%s)",
+             loss, bagualu_last_error(h));
+    int prompt[2] = {1, 2}, out[4], n = 0;
+    TU_CHECK(bagualu_generate(h, prompt, 2, 4, out, &n) == BAGUALU_OK && n == 4, "generate: %s",
+             bagualu_last_error(h));
+    bagualu_set_option(h, "data", data);
+    bagualu_set_option(h, "steps", "9");
+    TU_CHECK(bagualu_train(h, 5) == BAGUALU_OK, "resume: %s", bagualu_last_error(h));
+    bagualu_metric(h, "step", &step);
+    TU_CHECK(step == 9, "resumed to step %g, not 9", step);
+    bagualu_close(h);
 }
 
 int main(void) {
