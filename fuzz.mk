@@ -25,7 +25,7 @@ FUZZ_LIB_SOURCES = src/core/error.c src/core/half.c src/core/text_file.c src/cor
 	$(wildcard src/data/bpe_*.c) src/data/shard.c $(wildcard src/io/safetensors_*.c) \
 	src/model/config.c src/model/params.c src/core/rng.c src/kernels/bf16_path.c src/core/log.c \
 	src/train/checkpoint_meta.c src/train/checkpoint_index.c \
-	src/train/checkpoint_plan.c src/io/file_sync.c src/plan/cluster.c src/data/blend.c src/cli/args.c \
+	src/train/checkpoint_plan.c src/io/file_sync.c src/plan/cluster.c src/data/blend.c src/core/args.c \
 	tests/fuzz/stub_router.c tests/fuzz/stub_trainer.c
 FUZZ_OBJS = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SOURCES))
 FUZZ_TARGETS = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))

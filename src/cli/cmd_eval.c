@@ -5,14 +5,13 @@
 // own evaluation reads them, and the mean is taken the same way (the mean of the
 // batches' mean losses), so `eval` on a checkpoint prints the number `train --val`
 // printed for it with the same B, T and K.
-#include "cli/args.h"
+#include "core/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/threads.h"
 #include "core/timer.h"
-#include "data/loader.h"
-#include "data/shard_set.h"
 #include "train/checkpoint_weights.h"
+#include "train/evaluate.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -51,50 +50,18 @@ int cmd_eval(int argc, char **argv) {
         bg_error("eval: --seq-len %d exceeds the model's context of %d tokens", T, ctx);
         goto bad_model;
     }
-    shard_set set;
-    data_loader loader;
-    if (shard_set_open(&set, data, m.cfg.vocab_size, 1) != BG_OK) goto bad_model;
-    if (loader_init(&loader, &set, T, 0, data) != BG_OK) goto bad_shard;
-    if (loader.windows < (size_t)B) {
-        bg_error("%s: %zu windows of %d tokens, fewer than one batch of %d sequences (lower --batch-size)",
-                 data, loader.windows, T + 1, B);
-        loader_free(&loader);
-        goto bad_shard;
-    }
-    if (model_check_routing_groups(&m.cfg, B, T) != BG_OK) {
-        loader_free(&loader);
-        goto bad_shard;
-    }
-    size_t available = loader.windows / (size_t)B;
-    if (!batches || (size_t)batches > available) batches = (int)available;
-
-    // Loss only: the fused LM head (long batches) then skips its two gradient GEMMs.
-    m.opt.no_grad = 1;
+    if (model_check_routing_groups(&m.cfg, B, T) != BG_OK) goto bad_model;
+    m.opt.no_grad = 1;  // loss only, also while the activations are laid out
     model_prepare(&m, B, T);
-    int *inputs = bg_malloc(sizeof(int) * (size_t)B * T), *targets = bg_malloc(sizeof(int) * (size_t)B * T);
-    double sum = 0, t0 = bg_now();
-    size_t w = 0;
-    for (int i = 0; i < batches; i++) {
-        for (int b = 0; b < B; b++, w++)
-            loader_window(&loader, w, inputs + (size_t)b * T, targets + (size_t)b * T);
-        // One process: no exchange, nothing that can stop the forward.
-        int ok = model_forward(&m, inputs, targets);
-        BG_ASSERT(ok == BG_OK);
-        sum += m.loss;
-    }
-    double loss = sum / batches, dt = bg_now() - t0;
+    double loss, t0 = bg_now();
+    if (eval_shard_loss(&m, data, B, T, &batches, &loss) != BG_OK) goto bad_model;
+    double dt = bg_now() - t0;
     printf("eval: %s, step %ld, on %s: %d batches of %d x %d tokens (%.0f tokens/s)\n", info.dir, info.step,
            data, batches, B, T, (double)batches * B * T / dt);
     printf("loss %.6f  perplexity %.3f\n", loss, exp(loss));
-    free(inputs);
-    free(targets);
-    loader_free(&loader);
-    shard_set_free(&set);
     model_free(&m);
     return 0;
 
-bad_shard:
-    shard_set_free(&set);
 bad_model:
     model_free(&m);
 bad_input:

@@ -1,5 +1,5 @@
 // bagualu export: a checkpoint as a Hugging Face model directory (train/export_hf.h).
-#include "cli/args.h"
+#include "core/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "train/export_hf.h"

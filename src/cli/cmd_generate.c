@@ -4,7 +4,7 @@
 // Text (the prompt, then the sampled continuation as it is produced) goes to stdout;
 // one summary line (tokens, speed, why it stopped) to stderr. Without a tokenizer
 // (--prompt-tokens on a model whose vocabulary is not GPT-2's) the ids are printed.
-#include "cli/args.h"
+#include "core/args.h"
 #include "cli/commands.h"
 #include "cli/gpt2_fetch.h"
 #include "core/error.h"
@@ -12,6 +12,7 @@
 #include "core/timer.h"
 #include "data/bpe.h"
 #include "model/generate.h"
+#include "model/generate_text.h"
 #include "train/checkpoint_weights.h"
 
 #include <errno.h>
@@ -60,14 +61,9 @@ static void write_token(stream *s, int id) {
     if (!s->tok) {
         printf(" %d", id);
         s->last_newline = 0;
-    } else if (id >= bpe_vocab_size(s->tok)) {
-        // A model's vocabulary may be padded past the tokenizer's: such an id has no
-        // text, so it shows as U+FFFD, the replacement character.
-        fputs("\xEF\xBF\xBD", stdout);
-        s->last_newline = 0;
     } else {
         size_t len;
-        const uint8_t *b = bpe_token_bytes(s->tok, (uint32_t)id, &len);
+        const uint8_t *b = gen_token_text(s->tok, id, &len);
         fwrite(b, 1, len, stdout);
         if (len) s->last_newline = b[len - 1] == '\n';
     }
@@ -149,27 +145,12 @@ int cmd_generate(int argc, char **argv) {
         goto bad_model;
     }
 
-    // The prompt: ids as given, or the text after an end-of-text token, because
-    // `bagualu prepare` starts every document with one and a prompt begins a document.
+    // The prompt: ids as given, or the text after an end-of-text token (gen_prompt_ids).
     int *ids = NULL, n_ids = 0;
     if (prompt_tokens) {
         if (parse_ids(prompt_tokens, V, &ids, &n_ids) != BG_OK) goto bad_tok;
-    } else {
-        bpe_ids enc = {0};
-        int rc = bpe_ids_push(&enc, bpe_eot_token(tok));
-        if (prompt && rc == BG_OK) {
-            bpe_encoder *e = bpe_encoder_new(tok);
-            rc = bpe_encode(e, (const uint8_t *)prompt, strlen(prompt), &enc);
-            bpe_encoder_free(e);
-        }
-        if (rc != BG_OK) {  // out of memory: main() makes the exit code 3
-            bpe_ids_free(&enc);
-            goto bad_tok;
-        }
-        n_ids = (int)enc.count;
-        ids = bg_malloc(sizeof(int) * enc.count);
-        for (size_t i = 0; i < enc.count; i++) ids[i] = (int)enc.ids[i];
-        bpe_ids_free(&enc);
+    } else if (gen_prompt_ids(tok, prompt, &ids, &n_ids) != BG_OK) {
+        goto bad_tok;  // out of memory: main() makes the exit code 3
     }
     const int ctx = m.cfg.max_position_embeddings;
     if (n_ids > ctx) {

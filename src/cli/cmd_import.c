@@ -1,5 +1,5 @@
 // bagualu import: a Hugging Face model directory as a checkpoint (train/import_hf.h).
-#include "cli/args.h"
+#include "core/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "train/import_hf.h"

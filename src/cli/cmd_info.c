@@ -1,4 +1,4 @@
-#include "cli/args.h"
+#include "core/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "model/config.h"

@@ -1,6 +1,6 @@
 // bagualu plan: predicted memory and step time of a run (src/plan/), the search over
 // layouts, and --calibrate, which writes this machine's cluster file.
-#include "cli/args.h"
+#include "core/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "model/config.h"

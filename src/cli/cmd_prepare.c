@@ -13,7 +13,7 @@
 // encoders' bounded caches, and the split's spool (TOKEN_SPOOL_MEMORY tokens).
 // Documents: each text input, split further at literal "<|endoftext|>" markers; or one
 // per line of JSON Lines (--jsonl-field). The validation split is documents.h's.
-#include "cli/args.h"
+#include "core/args.h"
 #include "cli/commands.h"
 #include "cli/gpt2_fetch.h"
 #include "core/error.h"

@@ -1,5 +1,5 @@
 // bagualu report: metrics logs as one self-contained HTML page (train/run_report.h).
-#include "cli/args.h"
+#include "core/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "train/run_report.h"

@@ -4,7 +4,7 @@
 //   decode  --tokenizer T [--out F] [FILES]            ids (text, or a token shard) -> bytes
 // FILES default to standard input for encode and decode. encode takes any bytes
 // (decode(encode(x)) == x); train refuses empty and binary files.
-#include "cli/args.h"
+#include "core/args.h"
 #include "cli/commands.h"
 #include "cli/gpt2_fetch.h"
 #include "core/error.h"

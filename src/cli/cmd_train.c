@@ -1,8 +1,7 @@
-#include "cli/args.h"
+#include "core/args.h"
 #include "cli/commands.h"
-#include "comm/dist.h"
 #include "core/error.h"
-#include "core/dtype.h"
+#include "train/train_flags.h"
 #include "train/trainer.h"
 
 #include <ctype.h>
@@ -47,69 +46,17 @@ static char *command_line_of(int argc, char **argv) {
 }
 
 int cmd_train(int argc, char **argv) {
-    train_options o;
-    train_options_defaults(&o);
-    const char *a2a = NULL, *dtype = NULL, *zero = NULL, *recompute = NULL;
-    int overlap = 1;
-    float link_gbit = 0, link_lat = -1, comm_timeout = 0;
-    const arg_spec specs[] = {
-        {"config", ARG_STR, &o.config_path, 1, "model config (JSON)"},
-        {"data", ARG_STR, &o.data_path, 0, "training shards: a file, glob, directory, comma list or @list"},
-        {"data-mix", ARG_STR, &o.data_mix, 0, "blended datasets instead of --data: name:weight=shards,... or a .json"},
-        {"val", ARG_STR, &o.val_path, 0, "validation shards as --data, or name=shards,... for a loss per dataset"},
-        {"batch-size", ARG_INT, &o.batch_size, 0, "sequences per step (default 8)"},
-        {"seq-len", ARG_INT, &o.seq_len, 0, "tokens per sequence (default 64)"},
-        {"steps", ARG_LONG, &o.steps, 0, "optimizer steps (default 100)"},
-        {"lr", ARG_FLOAT, &o.lr, 0, "peak learning rate (default 3e-4)"},
-        {"min-lr", ARG_FLOAT, &o.min_lr, 0, "final learning rate of the cosine (default lr/10)"},
-        {"warmup", ARG_LONG, &o.warmup, 0, "linear warm-up steps (default 0)"},
-        {"weight-decay", ARG_FLOAT, &o.weight_decay, 0, "AdamW decoupled weight decay (default 0.1)"},
-        {"beta1", ARG_FLOAT, &o.beta1, 0, "AdamW beta1 (default 0.9)"},
-        {"beta2", ARG_FLOAT, &o.beta2, 0, "AdamW beta2 (default 0.95)"},
-        {"clip", ARG_FLOAT, &o.clip, 0, "clip the global gradient norm to this (0 = off; default 1)"},
-        {"seed", ARG_U64, &o.seed, 0, "seed for initialization and data order (default 1337)"},
-        {"threads", ARG_INT, &o.threads, 0, "OpenMP threads (default: all cores)"},
-        {"log", ARG_STR, &o.log_path, 0, "write one JSON object per step here"},
-        {"dead-window", ARG_LONG, &o.dead_window, 0, "an expert without a token for N steps counts as dead (default 100)"},
-        {"eval-every", ARG_LONG, &o.eval_every, 0, "evaluate on --val every K steps"},
-        {"eval-batches", ARG_INT, &o.eval_batches, 0, "batches per evaluation (default 4)"},
-        {"save-dir", ARG_STR, &o.save_dir, 0, "directory for checkpoints (step_NNNNNNNN/ and latest)"},
-        {"save-every", ARG_LONG, &o.save_every, 0, "save every N steps (default: only at the end)"},
-        {"keep-last", ARG_INT, &o.keep_last, 0, "keep only the newest K checkpoints (default: all)"},
-        {"save-async", ARG_INT, &o.save_async, 0, "1: write checkpoints on a thread while training goes on; 0: wait (default 1)"},
-        {"resume", ARG_STR, &o.resume, 0, "checkpoint directory, or latest (from --save-dir; none yet = start)"},
-        {"expert-parallel", ARG_INT, &o.expert_parallel, 0, "expert-parallel degree EP under mpirun (default: largest valid)"},
-        {"ranks-per-node", ARG_INT, &o.ranks_per_node, 0, "treat every R ranks as one node (default: real nodes)"},
-        {"a2a", ARG_STR, &a2a, 0, "token exchange: flat, hierarchical, 2d or auto (cost model; default flat)"},
-        {"a2a-chunks", ARG_INT, &o.a2a_chunks, 0, "both trips of the exchange in C chunks, overlapped with expert compute"},
-        {"a2a-overlap", ARG_INT, &overlap, 0, "1: chunks overlap the expert compute (default); 0: the same chunks, each trip waits whole"},
-        {"link-gbit", ARG_FLOAT, &link_gbit, 0, "--a2a auto: inter-node link in Gbit/s (default: measured at start)"},
-        {"link-latency-us", ARG_FLOAT, &link_lat, 0, "--a2a auto: inter-node latency per message in us (default: measured)"},
-        {"comm-timeout", ARG_FLOAT, &comm_timeout, 0, "seconds without progress in a collective before a rank names its peer and exits (default 0: off)"},
-        {"zero", ARG_STR, &zero, 0, "ZeRO-1: 1 shards the AdamW state over the ranks, 0 replicates it (default 1 under mpirun)"},
-        {"max-expert-rows", ARG_LONG, &o.max_expert_rows, 0, "dropless MoE: stop when a rank would receive more expert rows in a step (default 8x batch-size x seq-len x k)"},
-        {"dtype", ARG_STR, &dtype, 0, "GEMM precision: fp32, bf16 or fp16 (loss-scaled); default fp32"},
-        {"recompute", ARG_STR, &recompute, 0, "activations: none (keep every block's) or block (keep block inputs, recompute in the backward); default none"},
-        {"loss-scale", ARG_FLOAT, &o.loss_scale_init, 0, "fp16: initial loss scale (default 65536)"},
-        {"loss-scale-window", ARG_LONG, &o.loss_scale_window, 0, "fp16: double the scale after N good steps (default 1000)"},
-        {"report", ARG_STR, &o.report_path, 0, "the HTML run report --report-every rewrites (default: the log's name with .html)"},
-        {"report-every", ARG_LONG, &o.report_every, 0, "rewrite the run report every N steps and at the end (needs --log; default 0: never)"},
-        {"fallback", ARG_SWITCH, &o.fallback, 0, "with --resume latest: use an older checkpoint if the newest is corrupt"},
-        {"max-skips", ARG_LONG, &o.max_skips, 0, "stop after N steps in a row skipped for a non-finite loss or gradient (default 10)"},
-        {"spike-rewind", ARG_FLOAT, &o.spike_rewind, 0, "rewind to the last checkpoint and skip the data when the loss exceeds its running mean by Z standard deviations (default 0: off)"},
-        {"spike-window", ARG_INT, &o.spike_window, 0, "steps of the loss's running mean and deviation (default 100)"},
-        {"spike-patience", ARG_INT, &o.spike_patience, 0, "spiking steps in a row before a rewind (default 3)"},
-    };
-    int n = (int)(sizeof specs / sizeof specs[0]);
-    if (args_help(specs, n, argc, argv, "train",
-                  "Train a MoE transformer on a token shard."))
+    train_flags *f = bg_malloc(sizeof *f);  // the flag table points into it
+    train_flags_init(f);
+    train_options *o = &f->o;
+    if (args_help(f->specs, f->count, argc, argv, "train",
+                  "Train a MoE transformer on a token shard.")) {
+        free(f);
         return 0;
-    if (args_parse(specs, n, argc, argv, "train") != BG_OK) {
-        fprintf(stderr, "bagualu: %s\n", bg_last_error());
-        return 2;
     }
-    if (!o.data_path == !o.data_mix) {
-        fprintf(stderr, "bagualu: train: give one of --data and --data-mix\n");
+    if (args_parse(f->specs, f->count, argc, argv, "train") != BG_OK || train_flags_finish(f) != BG_OK) {
+        fprintf(stderr, "bagualu: %s\n", bg_last_error());
+        free(f);
         return 2;
     }
     // SIGINT/SIGTERM ask for a checkpoint at the next step boundary and a clean exit.
@@ -122,47 +69,17 @@ int cmd_train(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    o.stop_requested = &stop_requested;
-    o.a2a_algo = -1;
-    for (int i = 0; i < DIST_A2A_ALGOS; i++)
-        if (!a2a || !strcmp(a2a, dist_a2a_name(i))) o.a2a_algo = i;
-    if (!a2a) o.a2a_algo = DIST_A2A_FLAT;
-    if (o.a2a_algo < 0 && strcmp(a2a, "auto") != 0) {
-        fprintf(stderr, "bagualu: train: --a2a must be flat, hierarchical, 2d or auto, got \"%s\"\n",
-                a2a);
-        return 2;
-    }
-    if (overlap != 0 && overlap != 1) {
-        fprintf(stderr, "bagualu: train: --a2a-overlap must be 0 or 1, got %d\n", overlap);
-        return 2;
-    }
-    o.a2a_sync = !overlap;
-    o.link_gbit = link_gbit;
-    o.link_latency_us = link_lat;
-    o.comm_timeout = comm_timeout;
-    if (dtype && bg_dtype_parse(dtype, &o.dtype) != 0) {
-        fprintf(stderr, "bagualu: train: --dtype must be fp32, bf16 or fp16, got \"%s\"\n", dtype);
-        return 2;
-    }
-    if (zero && strcmp(zero, "0") != 0 && strcmp(zero, "1") != 0) {
-        fprintf(stderr, "bagualu: train: --zero must be 0 or 1, got \"%s\"\n", zero);
-        return 2;
-    }
-    if (zero) o.zero = zero[0] - '0';
-    if (recompute && strcmp(recompute, "none") != 0 && strcmp(recompute, "block") != 0) {
-        fprintf(stderr, "bagualu: train: --recompute must be none or block, got \"%s\"\n", recompute);
-        return 2;
-    }
-    o.recompute = recompute && !strcmp(recompute, "block") ? MODEL_RECOMPUTE_BLOCK : MODEL_RECOMPUTE_NONE;
+    o->stop_requested = &stop_requested;
     char *command_line = command_line_of(argc, argv);
     char *report_path = NULL;
-    if (!o.report_path && o.report_every > 0 && o.log_path)
-        o.report_path = report_path = cli_report_path_for(o.log_path);
-    o.command_line = command_line;
+    if (!o->report_path && o->report_every > 0 && o->log_path)
+        o->report_path = report_path = cli_report_path_for(o->log_path);
+    o->command_line = command_line;
     int report = 1;
-    int rc = trainer_run(&o, &report);
+    int rc = trainer_run(o, &report);
     free(command_line);
     free(report_path);
+    free(f);
     if (rc != TRAIN_OK && report) fprintf(stderr, "bagualu: %s\n", bg_last_error());
     return rc;
 }

@@ -17,8 +17,13 @@
 // not started by a launcher (mpirun, srun) is a world of one and never starts MPI.
 void dist_init(int *argc, char ***argv);
 void dist_finalize(void);
-// Ends every rank of the job with `code`; never returns.
+// Ends every rank of the job with `code`; never returns. A handler set by the host (the
+// library, src/api/) runs first and may leave by longjmp instead, keeping its process.
 _Noreturn void dist_abort(int code);
+typedef void (*dist_abort_handler)(int code);
+void dist_set_abort_handler(dist_abort_handler handler);
+// Whether a launcher (mpirun, srun) started this process as a rank of a job.
+int dist_launched(void);
 // "mpi" or "single": what this build communicates with.
 const char *dist_backend(void);
 

@@ -19,6 +19,8 @@ static int launched_by_mpi(void) {
     return 0;
 }
 
+int dist_launched(void) { return launched_by_mpi(); }
+
 static int mpi_running(void) {
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
@@ -49,6 +51,7 @@ void dist_finalize(void) {
 // an error returned on one rank would leave them blocked, so the job, not a call, fails.
 // The exit() is for hosts that call dist_abort themselves in a process without MPI.
 _Noreturn void dist_abort(int code) {
+    dist_abort_call_handler(code);
     fflush(stdout);
     fflush(stderr);
     if (mpi_running()) MPI_Abort(MPI_COMM_WORLD, code);

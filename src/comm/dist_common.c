@@ -6,6 +6,14 @@
 
 enum { DIST_DEFAULT_BUCKET_BYTES = 64 << 20 };
 
+static dist_abort_handler g_abort_handler;
+
+void dist_set_abort_handler(dist_abort_handler handler) { g_abort_handler = handler; }
+
+void dist_abort_call_handler(int code) {
+    if (g_abort_handler) g_abort_handler(code);
+}
+
 typedef struct {
     int key, rank;
 } key_rank;

@@ -134,4 +134,6 @@ int dist_2d_step(dist_a2a *h, int k, int blocking);
 void dist_2d_free(struct dist_2d *s);
 #endif
 
+// dist_abort's first act: the host's handler (dist_set_abort_handler), if any.
+void dist_abort_call_handler(int code);
 #endif

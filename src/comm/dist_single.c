@@ -14,7 +14,10 @@ void dist_init(int *argc, char ***argv) {
 
 void dist_finalize(void) {}
 
+int dist_launched(void) { return 0; }
+
 _Noreturn void dist_abort(int code) {
+    dist_abort_call_handler(code);
     fflush(stdout);
     fflush(stderr);
     exit(code);

@@ -98,7 +98,7 @@ static void routing_summary(char *buf, size_t n, const routing_health *h) {
 #define MIB(x) ((double)(x) / (1024.0 * 1024.0))
 
 void metrics_memory(metrics_sink *s, const memory_report *r, int ranks) {
-    if (s->quiet) return;
+    if (s->quiet || s->no_stdout) return;
     char who[64] = "";
     if (ranks > 1) snprintf(who, sizeof who, " (the largest over %d ranks)", ranks);
     printf("memory per rank%s, MiB: parameters %.1f, gradients %.1f, optimizer %.1f, "
@@ -164,6 +164,7 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
         fputs("}\n", s->log);
         fflush(s->log);
     }
+    if (s->no_stdout) return;
     char eta[32], routing[96];
     format_duration(eta, sizeof eta, m->eta_seconds);
     routing_summary(routing, sizeof routing, m->routing);
@@ -202,7 +203,7 @@ void metrics_val(metrics_sink *s, long step, double loss) {
 }
 
 void metrics_note(metrics_sink *s, const char *fmt, ...) {
-    if (s->quiet) return;
+    if (s->quiet || s->no_stdout) return;
     if (s->line_open) {
         putchar('\n');
         s->line_open = 0;

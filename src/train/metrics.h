@@ -37,6 +37,7 @@ typedef struct {
     int line_open;      // a progress line is on screen without its newline
     long print_every;   // plain-output interval
     int quiet;          // prints nothing (ranks other than 0)
+    int no_stdout;      // writes the log but prints nothing (the library's default)
 } metrics_sink;
 
 int metrics_open(metrics_sink *s, const char *log_path, long total_steps, int quiet);

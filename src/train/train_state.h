@@ -73,6 +73,8 @@ typedef struct {
     const char *command_line;   // the run's command, for the log's first line (NULL: "")
     const char *report_path;    // the HTML run report (train/run_report.h) rewritten
     long report_every;          // every N steps and at the end; 0: never
+    const char *config_json;    // the model config as JSON text instead of config_path
+    int quiet;                  // 1: no progress lines on stdout (the log is still written)
 } train_options;
 
 // A training run in progress: what a checkpoint will capture.

@@ -283,7 +283,9 @@ int trainer_init(trainer *tr, const train_options *o) {
 // Options, config and data: each rank checks its own inputs.
 static int trainer_load_inputs(trainer *tr, const train_options *o) {
     if (validate(o) != BG_OK) return BG_ERR;
-    if (model_config_load(&tr->cfg, o->config_path) != BG_OK) return BG_ERR;
+    if (o->config_json ? model_config_parse(&tr->cfg, o->config_json, "config") != BG_OK
+                       : model_config_load(&tr->cfg, o->config_path) != BG_OK)
+        return BG_ERR;
     if (o->seq_len > tr->cfg.max_position_embeddings)
         return bg_error("--seq-len %d is longer than the model's context (max_position_embeddings %d)",
                         o->seq_len, tr->cfg.max_position_embeddings);
@@ -625,14 +627,17 @@ static int run_stopped_health(trainer *tr, metrics_sink *sink, routing_health *h
     return run_stopped(tr, sink, report);
 }
 
-int trainer_run(const train_options *o, int *report) {
-    trainer tr;
+int train_run_begin(train_run *r, const train_options *o, int *report) {
+    memset(r, 0, sizeof *r);
+    r->val_loss = NAN;
+    trainer *tr = &r->tr;
     *report = 1;
-    if (trainer_init(&tr, o) != BG_OK) {
-        *report = tr.report_error;
+    if (trainer_init(tr, o) != BG_OK) {
+        *report = tr->report_error;
         return TRAIN_BAD_INPUT;
     }
-    int root = tr.rank == 0;
+    o = &tr->opt;
+    int root = tr->rank == 0;
     // A kill between a save and its prune leaves one checkpoint too many, and a relaunch
     // that finds the job finished saves nothing more: prune here as well. Only when
     // resuming from `latest`: a checkpoint named by --resume DIR is not deleted under
@@ -642,197 +647,247 @@ int trainer_run(const train_options *o, int *report) {
     // ckpt_init_dir also clears temporaries of interrupted saves and prunes, so it runs
     // before the finished-job check too.
     int rc = o->save_dir && root ? ckpt_init_dir(o->save_dir) : BG_OK;
-    if (agree(&tr, rc) != BG_OK) {
-        *report = tr.report_error;
-        trainer_free(&tr);
+    if (agree(tr, rc) != BG_OK) {
+        *report = tr->report_error;
+        trainer_free(tr);
         return TRAIN_BAD_INPUT;
     }
-    if (tr.step >= o->steps) {
-        if (root) printf("checkpoint is at step %ld of %ld: nothing to do\n", tr.step, o->steps);
-        trainer_free(&tr);
+    if (tr->step >= o->steps) {
+        if (root) printf("checkpoint is at step %ld of %ld: nothing to do\n", tr->step, o->steps);
+        trainer_free(tr);
         return TRAIN_OK;
     }
-    metrics_sink sink;
-    rc = metrics_open(&sink, root ? o->log_path : NULL, o->steps, !root);
-    if (agree(&tr, rc) != BG_OK) {
-        *report = tr.report_error;
-        if (rc == BG_OK) metrics_close(&sink);
-        trainer_free(&tr);
+    metrics_sink *sink = &r->sink;
+    rc = metrics_open(sink, root ? o->log_path : NULL, o->steps, !root);
+    sink->no_stdout = o->quiet;
+    if (agree(tr, rc) != BG_OK) {
+        *report = tr->report_error;
+        if (rc == BG_OK) metrics_close(sink);
+        trainer_free(tr);
         return TRAIN_BAD_INPUT;
     }
     if (root) {
-        char *run = run_info_json(&tr, o->command_line);
-        if (run) metrics_log_line(&sink, run);
+        char *run = run_info_json(tr, o->command_line);
+        if (run) metrics_log_line(sink, run);
         free(run);
     }
-    const model_config *cfg = &tr.cfg;
-    int B = o->batch_size, T = o->seq_len, P = tr.world;
-    double flops_per_step = model_flops_per_token(cfg, T) * B * T * P;
-    if (root) {
+    const model_config *cfg = &tr->cfg;
+    int B = o->batch_size, T = o->seq_len, P = tr->world;
+    r->flops_per_step = model_flops_per_token(cfg, T) * B * T * P;
+    if (root && !o->quiet) {
         printf("model: %.2fM parameters, %d layers, %d experts (top-%d); batch %d x %d tokens; %d threads",
                model_param_count(cfg) / 1e6, cfg->num_hidden_layers, cfg->num_local_experts,
                cfg->num_local_experts ? cfg->num_experts_per_tok : 0, B * P, T, bg_threads_get());
         if (P > 1)
             printf(" per rank; %d ranks, expert-parallel %d (%d experts per rank), %d node%s, %s all-to-all%s",
-                   P, tr.layout.ep, tr.layout.experts_per_rank, tr.layout.n_nodes,
-                   tr.layout.n_nodes > 1 ? "s" : "", dist_a2a_name(tr.par.a2a_algo),
-                   tr.par.a2a_chunks > 1 ? (o->a2a_sync ? " in chunks, not overlapped" : " in chunks, overlapped")
-                                         : "");
+                   P, tr->layout.ep, tr->layout.experts_per_rank, tr->layout.n_nodes,
+                   tr->layout.n_nodes > 1 ? "s" : "", dist_a2a_name(tr->par.a2a_algo),
+                   tr->par.a2a_chunks > 1 ? (o->a2a_sync ? " in chunks, not overlapped" : " in chunks, overlapped")
+                                          : "");
         printf("\n");
         if (P > 1 && o->a2a_algo < 0) {
-            const dist_a2a_cost_in *in = &tr.a2a_auto;
+            const dist_a2a_cost_in *in = &tr->a2a_auto;
             printf("a2a auto: %s (inter-node %.2f Gbit/s, %.0f us; intra %.2f Gbit/s, %.0f us; "
                    "modelled ms flat %.2f, hierarchical %.2f, 2d %.2f)\n",
-                   dist_a2a_name(tr.par.a2a_algo), in->inter_bw * 8e-9, in->inter_lat * 1e6,
+                   dist_a2a_name(tr->par.a2a_algo), in->inter_bw * 8e-9, in->inter_lat * 1e6,
                    in->intra_bw * 8e-9, in->intra_lat * 1e6, 1e3 * dist_a2a_cost(in, DIST_A2A_FLAT),
                    1e3 * dist_a2a_cost(in, DIST_A2A_HIER), 1e3 * dist_a2a_cost(in, DIST_A2A_2D));
         }
         if (P > 1)
             printf("optimizer state per rank: %zu dense + %zu expert elements (%s)\n",
-                   tr.zero.dense_hi - tr.zero.dense_lo, tr.zero.expert_hi - tr.zero.expert_lo,
-                   tr.zero.on ? "ZeRO-1" : "replicated");
+                   tr->zero.dense_hi - tr->zero.dense_lo, tr->zero.expert_hi - tr->zero.expert_lo,
+                   tr->zero.on ? "ZeRO-1" : "replicated");
         fflush(stdout);
     }
-    memory_report memory;
-    report_memory(&tr, &sink, &memory);
-    report_expert_rows(&tr, "bound");
+    report_memory(tr, sink, &r->memory);
+    if (!o->quiet) report_expert_rows(tr, "bound");
     double v;
-    if (tr.has_val) {
-        if (trainer_evaluate(&tr, &v) != BG_OK) return run_stopped(&tr, &sink, report);
-        report_val(&tr, &sink, tr.step ? "val loss at resume" : "val loss before training", v);
-        metrics_val(&sink, tr.step, v);
+    if (tr->has_val) {
+        if (trainer_evaluate(tr, &v) != BG_OK) return run_stopped(tr, sink, report);
+        report_val(tr, sink, tr->step ? "val loss at resume" : "val loss before training", v);
+        metrics_val(sink, tr->step, v);
+        r->val_loss = v;
     }
-    if (P > 1) dist_layout_traffic_reset(&tr.layout);
-    routing_health health;
-    rc = routing_health_init(&health, &tr.m, P > 1 ? &tr.layout : NULL, o->dead_window, tr.step);
-    if (agree(&tr, rc) != BG_OK) {
-        *report = tr.report_error;
-        if (rc == BG_OK) routing_health_free(&health);
-        metrics_close(&sink);
-        trainer_free(&tr);
+    if (P > 1) dist_layout_traffic_reset(&tr->layout);
+    rc = routing_health_init(&r->health, &tr->m, P > 1 ? &tr->layout : NULL, o->dead_window, tr->step);
+    if (agree(tr, rc) != BG_OK) {
+        *report = tr->report_error;
+        if (rc == BG_OK) routing_health_free(&r->health);
+        metrics_close(sink);
+        trainer_free(tr);
         return TRAIN_FAILED;
     }
 
     // The saver's snapshot (async) is allocated here, once, before the first step.
-    ckpt_saver *saver = o->save_dir ? ckpt_saver_new(&tr, o->save_dir, o->keep_last, o->save_async) : NULL;
-    double t_start = bg_now(), train_seconds = 0;
-    long first_step = tr.step;
-    size_t data_json_cap = 32 + (size_t)tr.train.count * 96;  // a name is at most 64 characters
-    char *data_json = bg_malloc(data_json_cap);
-    rc = TRAIN_OK;
-    while (tr.step < o->steps) {
+    r->saver = o->save_dir ? ckpt_saver_new(tr, o->save_dir, o->keep_last, o->save_async) : NULL;
+    r->t_start = bg_now();
+    r->train_seconds = 0;
+    r->first_step = tr->step;
+    r->data_json_cap = 32 + (size_t)tr->train.count * 96;  // a name is at most 64 characters
+    r->data_json = bg_malloc(r->data_json_cap);
+    r->open = 1;
+    return TRAIN_OK;
+}
+
+// A forward that stopped: everything is freed and the run is closed.
+static int run_steps_stopped(train_run *r, int *report) {
+    ckpt_saver_free(r->saver);
+    free(r->data_json);
+    r->open = 0;
+    return run_stopped_health(&r->tr, &r->sink, &r->health, report);
+}
+
+int train_run_steps(train_run *r, long n, int *report) {
+    trainer *tr = &r->tr;
+    const train_options *o = &tr->opt;
+    metrics_sink *sink = &r->sink;
+    ckpt_saver *saver = r->saver;
+    int root = tr->rank == 0;
+    int B = o->batch_size, T = o->seq_len, P = tr->world;
+    long until = n < o->steps - tr->step ? tr->step + n : o->steps;
+    double v;
+    int rc = TRAIN_OK;
+    *report = 1;
+    while (tr->step < until) {
         double t0 = bg_now(), loss;
-        if (trainer_step(&tr, &loss) != BG_OK) {
-            ckpt_saver_free(saver);
-            return run_stopped_health(&tr, &sink, &health, report);
-        }
+        if (trainer_step(tr, &loss) != BG_OK) return run_steps_stopped(r, report);
         double dt = bg_now() - t0;
-        train_seconds += dt;
+        r->train_seconds += dt;
         step_metrics sm = {
-            .step = tr.step, .total_steps = o->steps, .loss = loss, .aux_loss = tr.m.aux_loss,
-            .z_loss = tr.m.z_loss, .lr = tr.last_lr, .grad_norm = tr.last_grad_norm,
-            .tokens_per_s = (double)B * T * P / dt, .gflops = flops_per_step / dt / 1e9,
+            .step = tr->step, .total_steps = o->steps, .loss = loss, .aux_loss = tr->m.aux_loss,
+            .z_loss = tr->m.z_loss, .lr = tr->last_lr, .grad_norm = tr->last_grad_norm,
+            .tokens_per_s = (double)B * T * P / dt, .gflops = r->flops_per_step / dt / 1e9,
             .step_seconds = dt,
-            .eta_seconds = train_seconds / (tr.step - first_step) * (o->steps - tr.step),
-            .ranks = P, .fp16 = o->dtype == BG_FP16, .loss_scale = tr.skipped_at > 0 ? tr.skipped_at : tr.loss_scale,
-            .skipped = tr.skipped_at > 0, .routing = &health,
-            .peak_rss_mib = peak_rss_mib(), .memory = tr.step == first_step + 1 && !tr.rewinds ? &memory : NULL,
-            .skip_reason = tr.skip_reason, .skips_total = tr.skips_total,
-            .extra_json = data_tokens_json(&tr, data_json, data_json_cap),
+            .eta_seconds = r->train_seconds / (tr->step - r->first_step) * (o->steps - tr->step),
+            .ranks = P, .fp16 = o->dtype == BG_FP16, .loss_scale = tr->skipped_at > 0 ? tr->skipped_at : tr->loss_scale,
+            .skipped = tr->skipped_at > 0, .routing = &r->health,
+            .peak_rss_mib = peak_rss_mib(), .memory = tr->step == r->first_step + 1 && !tr->rewinds ? &r->memory : NULL,
+            .skip_reason = tr->skip_reason, .skips_total = tr->skips_total,
+            .extra_json = data_tokens_json(tr, r->data_json, r->data_json_cap),
         };
-        int rewind = !tr.skip_reason && rewind_due(&tr, loss);
-        long spike_step = tr.step;
-        step_traffic(&tr, &sm);
+        int rewind = !tr->skip_reason && rewind_due(tr, loss);
+        long spike_step = tr->step;
+        step_traffic(tr, &sm);
         // After the step's traffic was read: its one all-reduce is the metrics', not the
         // step's, so the counters forget it.
-        routing_health_update(&health, &tr.m, P > 1 ? &tr.layout : NULL, tr.step);
-        if (P > 1) dist_layout_traffic_reset(&tr.layout);
+        routing_health_update(&r->health, &tr->m, P > 1 ? &tr->layout : NULL, tr->step);
+        if (P > 1) dist_layout_traffic_reset(&tr->layout);
         if (rewind) {
             // The step's line says what happened: the rewind's target and skipped data.
-            if (trainer_rewind(&tr, saver, &sm.rewind_to, &sm.rewind_lo, &sm.rewind_hi) != BG_OK) {
-                metrics_step(&sink, &sm, &tr.m);
+            if (trainer_rewind(tr, saver, &sm.rewind_to, &sm.rewind_lo, &sm.rewind_hi) != BG_OK) {
+                metrics_step(sink, &sm, &tr->m);
                 rc = TRAIN_FAILED;
                 *report = root;
                 break;
             }
             sm.rewound = 1;
         }
-        metrics_step(&sink, &sm, &tr.m);
-        if (root && o->report_every > 0 && tr.step % o->report_every == 0) report_refresh(o, &sink);
-        if (tr.skip_reason && !strcmp(tr.skip_reason, "fp16_overflow"))
-            metrics_note(&sink, "step %ld: fp16 gradients overflowed at loss scale %g: step skipped, loss scale now %g",
-                         tr.step, tr.skipped_at, tr.loss_scale);
-        else if (tr.skip_reason)
-            metrics_note(&sink, "step %ld: %s: step skipped (%ld in a row, %ld in all)", tr.step,
-                         !strcmp(tr.skip_reason, "nonfinite_loss") ? "the loss is not finite"
-                                                                   : "the gradients are not finite",
-                         tr.skips_in_row, tr.skips_total);
+        metrics_step(sink, &sm, &tr->m);
+        r->last = sm;
+        if (root && o->report_every > 0 && tr->step % o->report_every == 0) report_refresh(o, sink);
+        if (tr->skip_reason && !strcmp(tr->skip_reason, "fp16_overflow"))
+            metrics_note(sink, "step %ld: fp16 gradients overflowed at loss scale %g: step skipped, loss scale now %g",
+                         tr->step, tr->skipped_at, tr->loss_scale);
+        else if (tr->skip_reason)
+            metrics_note(sink, "step %ld: %s: step skipped (%ld in a row, %ld in all)", tr->step,
+                         !strcmp(tr->skip_reason, "nonfinite_loss") ? "the loss is not finite"
+                                                                    : "the gradients are not finite",
+                         tr->skips_in_row, tr->skips_total);
         if (rewind) {
-            metrics_note(&sink, "step %ld: loss spike (%d steps above the mean by %g standard deviations): "
+            metrics_note(sink, "step %ld: loss spike (%d steps above the mean by %g standard deviations): "
                          "rewound to step %ld, samples [%llu, %llu) skipped", spike_step,
                          o->spike_patience, o->spike_rewind, sm.rewind_to,
                          (unsigned long long)sm.rewind_lo, (unsigned long long)sm.rewind_hi);
-            first_step = tr.step, train_seconds = 0;
+            r->first_step = tr->step, r->train_seconds = 0;
             continue;
         }
         // Every rank counts the same skips (the loss and norm are global). The last
         // committed checkpoint stays as it was: no save after a skip that stops the run.
-        if (tr.skips_in_row >= o->max_skips) {
+        if (tr->skips_in_row >= o->max_skips) {
             rc = TRAIN_FAILED;
             bg_error("training stopped: %ld steps in a row skipped (the last, step %ld: %s; --max-skips %ld)",
-                     tr.skips_in_row, tr.step, tr.skip_reason, o->max_skips);
+                     tr->skips_in_row, tr->step, tr->skip_reason, o->max_skips);
             *report = root;
             break;
         }
-        if (tr.has_val && o->eval_every > 0 && tr.step % o->eval_every == 0 && tr.step < o->steps) {
-            if (trainer_evaluate(&tr, &v) != BG_OK) {
-            ckpt_saver_free(saver);
-            return run_stopped_health(&tr, &sink, &health, report);
-        }
+        if (tr->has_val && o->eval_every > 0 && tr->step % o->eval_every == 0 && tr->step < o->steps) {
+            if (trainer_evaluate(tr, &v) != BG_OK) return run_steps_stopped(r, report);
             char label[64];
-            snprintf(label, sizeof label, "step %ld: val loss", tr.step);
-            report_val(&tr, &sink, label, v);
-            metrics_val(&sink, tr.step, v);
+            snprintf(label, sizeof label, "step %ld: val loss", tr->step);
+            report_val(tr, sink, label, v);
+            metrics_val(sink, tr->step, v);
+            r->val_loss = v;
         }
         // A signal may reach the ranks at different steps: stop where any rank saw it.
         double stop = o->stop_requested && *o->stop_requested;
-        if (P > 1) dist_allreduce_max_f64(tr.layout.world, &stop, 1);
-        int last = stop || tr.step == o->steps;
-        int save = o->save_dir && (last || (o->save_every && tr.step % o->save_every == 0));
-        if (poll_checkpoint(&tr, saver, &sink, 0) != BG_OK ||
-            (save && save_checkpoint(&tr, saver, &sink) != BG_OK) ||
-            (last && poll_checkpoint(&tr, saver, &sink, 1) != BG_OK)) {
+        if (P > 1) dist_allreduce_max_f64(tr->layout.world, &stop, 1);
+        int last = stop || tr->step == o->steps;
+        int save = o->save_dir && (last || (o->save_every && tr->step % o->save_every == 0));
+        if (poll_checkpoint(tr, saver, sink, 0) != BG_OK ||
+            (save && save_checkpoint(tr, saver, sink) != BG_OK) ||
+            (last && poll_checkpoint(tr, saver, sink, 1) != BG_OK)) {
             rc = TRAIN_FAILED;
-            *report = tr.report_error;
+            *report = tr->report_error;
             break;
         }
         if (stop) {
-            metrics_note(&sink, "stopped by signal at step %ld", tr.step);
+            metrics_note(sink, "stopped by signal at step %ld", tr->step);
+            r->stopped = 1;
             break;
         }
     }
-    if (rc == TRAIN_OK && tr.step == o->steps) {
-        if (tr.has_val) {
-            if (trainer_evaluate(&tr, &v) != BG_OK) {
-            ckpt_saver_free(saver);
-            return run_stopped_health(&tr, &sink, &health, report);
+    return rc;
+}
+
+int train_run_save(train_run *r) {
+    trainer *tr = &r->tr;
+    if (!r->saver) return bg_error("no checkpoint saved: no save directory (--save-dir) was given");
+    if (save_checkpoint(tr, r->saver, &r->sink) != BG_OK || poll_checkpoint(tr, r->saver, &r->sink, 1) != BG_OK)
+        return BG_ERR;
+    return BG_OK;
+}
+
+int train_run_end(train_run *r, int rc, int *report) {
+    trainer *tr = &r->tr;
+    const train_options *o = &tr->opt;
+    metrics_sink *sink = &r->sink;
+    int root = tr->rank == 0;
+    int B = o->batch_size, T = o->seq_len, P = tr->world;
+    double v;
+    r->open = 0;
+    if (rc == TRAIN_OK && tr->step == o->steps) {
+        if (tr->has_val) {
+            if (trainer_evaluate(tr, &v) != BG_OK) {
+                ckpt_saver_free(r->saver);
+                free(r->data_json);
+                return run_stopped_health(tr, sink, &r->health, report);
+            }
+            report_val(tr, sink, "val loss after training", v);
+            metrics_val(sink, tr->step, v);
+            r->val_loss = v;
         }
-            report_val(&tr, &sink, "val loss after training", v);
-            metrics_val(&sink, tr.step, v);
-        }
-        if (root && o->report_every > 0) report_refresh(o, &sink);
-        long done = tr.step - first_step;
-        metrics_note(&sink, "trained %ld steps in %.1f s (%.0f tokens/s, %.1f GFLOP/s)", done,
-                     bg_now() - t_start, (double)done * B * T * P / train_seconds,
-                     flops_per_step * done / train_seconds / 1e9);
+        if (root && o->report_every > 0) report_refresh(o, sink);
+        long done = tr->step - r->first_step;
+        metrics_note(sink, "trained %ld steps in %.1f s (%.0f tokens/s, %.1f GFLOP/s)", done,
+                     bg_now() - r->t_start, (double)done * B * T * P / r->train_seconds,
+                     r->flops_per_step * done / r->train_seconds / 1e9);
     }
     // A divergence leaves a save pending: commit it (it holds good state), then stop.
-    if (rc != TRAIN_OK && saver && ckpt_saver_pending(saver)) poll_checkpoint(&tr, saver, &sink, 1);
-    ckpt_saver_free(saver);
-    free(data_json);
-    report_expert_rows(&tr, "high-water mark");
-    metrics_close(&sink);
-    routing_health_free(&health);
-    trainer_free(&tr);
+    if (rc != TRAIN_OK && r->saver && ckpt_saver_pending(r->saver)) poll_checkpoint(tr, r->saver, sink, 1);
+    ckpt_saver_free(r->saver);
+    free(r->data_json);
+    if (!o->quiet) report_expert_rows(tr, "high-water mark");
+    metrics_close(sink);
+    routing_health_free(&r->health);
+    trainer_free(tr);
+    return rc;
+}
+
+int trainer_run(const train_options *o, int *report) {
+    train_run *r = bg_malloc(sizeof *r);  // large: a trainer and its sinks
+    int rc = train_run_begin(r, o, report);
+    if (rc == TRAIN_OK && r->open) rc = train_run_steps(r, o->steps, report);
+    if (r->open) rc = train_run_end(r, rc, report);
+    free(r);
     return rc;
 }

@@ -2,6 +2,8 @@
 #define BG_TRAIN_TRAINER_H
 // The step loop: batch → forward → backward → clip → AdamW, with metrics and eval.
 #include "model/memory_plan.h"
+#include "train/checkpoint.h"
+#include "train/metrics.h"
 #include "train/train_state.h"
 
 // trainer_run's result, the process exit code: bad input (config, data, flags, a
@@ -36,4 +38,34 @@ void trainer_memory_report(const trainer *tr, memory_report *r);
 // parallel run every rank returns the same code; *report is 1 on the rank that
 // should print the error (rank 0, or the rank that failed when rank 0 did not).
 int trainer_run(const train_options *o, int *report);
+
+// trainer_run in parts, for a caller that trains a few steps at a time (the library,
+// src/api/): train_run_begin does everything before the first step (init, resume, the
+// save directory, the log's first line, the memory report, the first evaluation);
+// train_run_steps trains up to n more steps (never past o->steps, with the same
+// metrics, evaluations and saves); train_run_end the rest (the last evaluation and
+// note when o->steps was reached, the pending save) and frees everything.
+// Codes as trainer_run. While r->open, the caller must end the run with
+// train_run_end(r, the last code); begin and steps leave it closed (all freed) after a
+// failure they cleaned up themselves, and begin when there is nothing to train.
+typedef struct {
+    trainer tr;
+    int open;                   // a run in progress: train_run_end is due
+    int stopped;                // a stop request ended the steps
+    metrics_sink sink;
+    routing_health health;
+    ckpt_saver *saver;          // NULL without a save directory
+    memory_report memory;
+    double t_start, train_seconds, flops_per_step;
+    long first_step;
+    char *data_json;            // a blended run's per-dataset token counts, per line
+    size_t data_json_cap;
+    step_metrics last;          // the last step's metrics (step 0: none yet)
+    double val_loss;            // the last evaluation's (NaN before any)
+} train_run;
+int train_run_begin(train_run *r, const train_options *o, int *report);
+int train_run_steps(train_run *r, long n, int *report);
+// A checkpoint of the current step in the run's save directory, now (waited for).
+int train_run_save(train_run *r);
+int train_run_end(train_run *r, int rc, int *report);
 #endif

@@ -1,8 +1,8 @@
-// libFuzzer target: command-line flag parsing (cli/args.c). The input is argv, its
+// libFuzzer target: command-line flag parsing (core/args.c). The input is argv, its
 // strings separated by NUL bytes, parsed against one spec of every kind of flag, first
 // through args_split_files (as verbs that take files do), then args_parse.
 // Invariants: accepted arguments set every required flag; errors name the verb.
-#include "cli/args.h"
+#include "core/args.h"
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

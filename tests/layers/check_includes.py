@@ -26,7 +26,8 @@ LAYERS = {
     "moe": 2,
     "model": 3,
     "train": 4, "plan": 4,
-    "cli": 5,
+    "api": 5,
+    "cli": 6,
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')

@@ -1,4 +1,4 @@
-#include "cli/args.h"
+#include "core/args.h"
 #include "core/error.h"
 
 #include <errno.h>
@@ -104,4 +104,16 @@ int args_split_files(const arg_spec *specs, int count, int argc, char **argv, ch
         if (takes_value && i + 1 < argc) argv[nflags++] = argv[++i];
     }
     return nflags;
+}
+
+int args_set(const arg_spec *specs, int count, const char *name, const char *value, const char *verb) {
+    for (int j = 0; j < count; j++) {
+        if (strcmp(name, specs[j].name) != 0) continue;
+        if (specs[j].kind != ARG_SWITCH) return parse_value(&specs[j], value, verb);
+        if (strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
+            return bg_error("%s: %s expects 0 or 1, got \"%s\"", verb, name, value);
+        *(int *)specs[j].dest = value[0] == '1';
+        return BG_OK;
+    }
+    return bg_error("%s: unknown option \"%s\"", verb, name);
 }

@@ -1,5 +1,5 @@
-#ifndef BG_CLI_ARGS_H
-#define BG_CLI_ARGS_H
+#ifndef BG_CORE_ARGS_H
+#define BG_CORE_ARGS_H
 // "--name value" flags: every value is checked fully (no trailing junk, in range),
 // unknown flags and missing values are errors naming the flag.
 typedef enum { ARG_STR, ARG_INT, ARG_LONG, ARG_FLOAT, ARG_U64, ARG_SWITCH } arg_kind;
@@ -22,4 +22,7 @@ int args_help(const arg_spec *specs, int count, int argc, char **argv, const cha
 // flags nor flag values to files[] (room for argc; "-" is a file), leaving the flags at
 // the front of argv for args_parse. Returns the number of flag arguments.
 int args_split_files(const arg_spec *specs, int count, int argc, char **argv, char **files, int *nfiles);
+// One flag by name (without "--") and its value as text, checked as args_parse checks
+// it (a switch takes "0" or "1"): the library's options are the CLI's flags.
+int args_set(const arg_spec *specs, int count, const char *name, const char *value, const char *verb);
 #endif
