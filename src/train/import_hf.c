@@ -231,10 +231,12 @@ static int mixtral_config(hf_config *h) {
     static const char *const silu[] = {"silu", NULL};
     if (check_keys(h, known) != BG_OK) return BG_ERR;
     double C = number_or(h, "hidden_size", 0), NH = number_or(h, "num_attention_heads", 0);
+    // Grouped-query attention: MixtralConfig's default is 8 key/value heads, null means
+    // one per query head; the config's check refuses a count that does not divide NH.
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(h->root, "num_key_value_heads");
-    if (kv && !cJSON_IsNull(kv) && (!cJSON_IsNumber(kv) || kv->valuedouble != NH))
-        return bg_error("%s: key \"num_key_value_heads\" is %g for %g heads: grouped-query attention "
-                        "is not in bagualu's model", h->path, cJSON_IsNumber(kv) ? kv->valuedouble : -1, NH);
+    if (kv && !cJSON_IsNull(kv) && !cJSON_IsNumber(kv))
+        return bg_error("%s: key \"num_key_value_heads\" is not a number", h->path);
+    cJSON_AddNumberToObject(h->out, "num_key_value_heads", !kv ? 8 : cJSON_IsNull(kv) ? NH : kv->valuedouble);
     const cJSON *hd = cJSON_GetObjectItemCaseSensitive(h->root, "head_dim");
     if (hd && !cJSON_IsNull(hd) && (!cJSON_IsNumber(hd) || NH <= 0 || hd->valuedouble * NH != C))
         return bg_error("%s: key \"head_dim\" must be hidden_size / num_attention_heads", h->path);
