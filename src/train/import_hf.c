@@ -439,6 +439,12 @@ int import_hf(const char *hf_dir, const char *save_dir, long step, uint64_t seed
     int is_gpt2 = !strcmp(layout, "gpt2"), rc;
     if (!strcmp(layout, "mixtral")) rc = mixtral_config(&h);
     else if (!strcmp(layout, "gpt2")) rc = gpt2_config(&h);
+    else if (!strcmp(layout, "qwen2_moe"))
+        // Qwen2MoeSparseMoeBlock scales its shared expert by sigmoid(shared_expert_gate·x),
+        // a per-token gate bagualu's always-on shared experts do not have.
+        rc = bg_error("%s: tensor \"mlp.shared_expert_gate.weight\" of Qwen2-MoE (model_type "
+                      "\"qwen2_moe\") has no place in bagualu's model: its shared experts are not gated",
+                      path);
     else rc = bg_error("%s: key \"model_type\" is \"%s\": import reads mixtral and gpt2", path, layout);
     model_config cfg;
     if (rc == BG_OK) {

@@ -117,7 +117,8 @@ refuse rope-scaling 'key "rope_scaling"' moe-hf 'c["rope_scaling"] = {"type": "l
 refuse activation 'key "hidden_act" is gelu' moe-hf 'c["hidden_act"] = "gelu"'
 refuse attention-bias 'key "attention_bias"' moe-hf 'c["attention_bias"] = True'
 refuse shared-gate 'key "shared_expert_gate"' moe-hf 'c["shared_expert_gate"] = True'
-refuse qwen 'key "model_type" is "qwen2_moe"' moe-hf 'c["model_type"] = "qwen2_moe"'
+refuse qwen 'tensor "mlp.shared_expert_gate.weight" of Qwen2-MoE' moe-hf 'c["model_type"] = "qwen2_moe"'
+refuse deepseek 'key "model_type" is "deepseek"' moe-hf 'c["model_type"] = "deepseek"'
 refuse gpt2-gelu 'key "activation_function" is gelu' dense-hf 'c["activation_function"] = "gelu"'
 refuse extra-tensor 'tensor "model.layers.0.self_attn.q_proj.bias" has no place' moe-hf \
   't["model.layers.0.self_attn.q_proj.bias"] = ("F32", [32], struct.pack("<32f", *([0.5] * 32)))'
