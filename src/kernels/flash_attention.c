@@ -10,7 +10,7 @@
 // Every product is one of two register-blocked tile products (flash_attention_tiles.h):
 //   tile_xyt:  A (n, FA_B)  = X (n, hs) · Yt (hs, FA_B)      scores S and dP
 //   tile_xtw:  Zt (hs, FA_B) += X (n, hs)ᵀ · W (n, FA_B)     O, dQ, dK, dV
-// X is always read in place from qkv or dout (rows of stride 3C or C, one scalar
+// X is always read in place from qkv or dout (rows of stride C+2·KV or C, one scalar
 // broadcast at a time); only the operand read as vectors is packed, transposed, into
 // a small tile on the stack. Softmax statistics are then vectors over query rows (the
 // forward keeps Sᵀ, keys × queries), so the online softmax has no horizontal sums.
@@ -28,16 +28,18 @@
 //
 // Work is split into tasks that each write disjoint outputs (no atomics), so results
 // are deterministic:
+// Grouped-query attention: query head h reads key/value head h / G (G = NH/NKV), so
+// the dK and dV of a key/value head sum over its G query heads, head by head.
 //   forward:  one task per (b, h, query block).
-//   backward: dK and dV of a key block sum over the query blocks at or after it, dQ
-//             of a query block over the key blocks up to it. Two schedules:
-//     per head:  one task per (b, h) walks its key blocks and, for each, the query
-//                blocks after it: 5 tile products per (query, key) block pair, dQ
-//                collected in the caller's scratch. B·NH tasks.
-//     two pass:  one task per (b, h, key block) for dK, dV, then one per (b, h,
+//   backward: dK and dV of a key block sum over the group's query blocks at or after
+//             it, dQ of a query block over the key blocks up to it. Two schedules:
+//     per head:  one task per (b, kv head) walks its key blocks and, for each, the
+//                group's query blocks after it: 5 tile products per (query, key)
+//                block pair, dQ collected in the caller's scratch. B·NKV tasks.
+//     two pass:  one task per (b, kv head, key block) for dK, dV, then one per (b, h,
 //                query block) for dQ, which recomputes P and dP: 7 products per
 //                pair, but B·NH·T/64 tasks.
-//   The per-head schedule runs when B·NH tasks keep the threads about as busy as
+//   The per-head schedule runs when B·NKV tasks keep the threads about as busy as
 //   the finer one would (see flash_attention_backward). Both add the same numbers in
 //   the same order, so the results are bitwise equal and do not depend on the thread
 //   count either (tested).
@@ -101,16 +103,19 @@ typedef enum { FA_Q = 0, FA_K = 1, FA_V = 2, FA_DO = 3 } fa_src;
 typedef struct {
     const float *qkv, *dout, *qkv_p, *dout_p;
     int T, C, NH, hs;
+    int G, KV, W;  // query heads per key/value head, k's width NKV·hs, qkv's C+2·KV
     int bf16, round;
     bf16x2 *qkv2, *qkvi, *dout2, *douti;
     float *qkv_r, *dout_r;
 } fa_ops;
 
-// The row width of src's tensor (3C for qkv, C for dout) and the column where head h's
-// slice of src starts: the same for the fp32 rows and both rounded copies.
-static size_t fa_width(const fa_ops *o, fa_src s) { return (s == FA_DO ? 1 : 3) * (size_t)o->C; }
+// The row width of src's tensor (C+2·KV for qkv, C for dout) and the column where head
+// h's slice of src starts (a key/value head for FA_K and FA_V): the same for the fp32
+// rows and both rounded copies.
+static size_t fa_width(const fa_ops *o, fa_src s) { return s == FA_DO ? (size_t)o->C : (size_t)o->W; }
 static size_t fa_col(const fa_ops *o, fa_src s, int h) {
-    return (s == FA_DO ? 0 : (size_t)s * o->C) + (size_t)h * o->hs;
+    const size_t start = s == FA_K ? (size_t)o->C : s == FA_V ? (size_t)o->C + o->KV : 0;
+    return start + (size_t)h * o->hs;
 }
 
 // Rows r0.. of src for head h of batch b: fp32 (stride *ld floats).
@@ -207,31 +212,35 @@ static operand_format fa_tiles(const kernel_ctx *kc) {
 }
 
 static void fa_ops_init(fa_ops *o, const float *qkv, const float *dout, int B, int T, int C,
-                        int NH, operand_format p, float *ws) {
+                        int NH, int NKV, operand_format p, float *ws) {
     o->qkv = qkv, o->dout = dout, o->T = T, o->C = C, o->NH = NH, o->hs = C / NH;
+    o->G = NH / NKV, o->KV = NKV * o->hs, o->W = C + 2 * o->KV;
     o->bf16 = FA_HAVE_BF16 && p == OPERAND_BF16 && o->hs % 2 == 0;
     o->round = (p == OPERAND_BF16 || p == OPERAND_BF16_IN_F32) && !o->bf16;
-    // The fp32 copies take B·T·4C floats of the same workspace (fa_copies_words).
-    o->qkv_r = ws, o->dout_r = ws + (size_t)B * T * 3 * (size_t)C;
+    // The fp32 copies take B·T·(W+C) floats of the same workspace (fa_copies_words).
+    o->qkv_r = ws, o->dout_r = ws + (size_t)B * T * (size_t)o->W;
     o->qkv_p = o->round ? o->qkv_r : qkv;
     o->dout_p = o->round && dout ? o->dout_r : dout;
     const size_t rows = (size_t)B * (size_t)(T + 1);  // pairs of T rounded up, and T rows
     bf16x2 *w = (bf16x2 *)ws;
-    o->qkv2 = w, w += rows * 3 * (size_t)C / 2;
-    o->qkvi = w, w += rows * 3 * (size_t)C / 2;
+    o->qkv2 = w, w += rows * (size_t)o->W / 2;
+    o->qkvi = w, w += rows * (size_t)o->W / 2;
     o->dout2 = w, w += rows * (size_t)C / 2;
     o->douti = w;
 }
 
-// The words fa_ops_init may use: (B·(T+1))·(3C/2 + 3C/2 + C/2 + C/2) = B·(T+1)·4C.
-static size_t fa_copies_words(int B, int T, int C) { return (size_t)B * (T + 1) * 4 * (size_t)C; }
+// The words fa_ops_init may use: (B·(T+1))·(W/2 + W/2 + C/2 + C/2) = B·(T+1)·(W+C),
+// W = C + 2·NKV·hs.
+static size_t fa_copies_words(int B, int T, int C, int NH, int NKV) {
+    return (size_t)B * (T + 1) * ((size_t)C + 2 * (size_t)NKV * (C / NH) + C);
+}
 
 // The backward rounds qkv again although its layer's forward did: the workspace is
 // shared by all layers, and keeping each layer's copies would hold a second qkv per
 // layer; the second rounding costs far less than that memory (BENCHMARKS.md).
 static void fa_round_inputs(const fa_ops *o, int B, int with_dout) {
     if (o->round) {
-        const size_t nq = (size_t)B * o->T * 3 * o->C, nd = (size_t)B * o->T * o->C;
+        const size_t nq = (size_t)B * o->T * o->W, nd = (size_t)B * o->T * o->C;
         #pragma omp for simd schedule(static)
         for (size_t i = 0; i < nq; i++) o->qkv_r[i] = bg_bf16_to_f32(bg_f32_to_bf16(o->qkv[i]));
         if (with_dout) {
@@ -242,7 +251,7 @@ static void fa_round_inputs(const fa_ops *o, int B, int with_dout) {
     }
 #if FA_HAVE_BF16
     if (!o->bf16) return;
-    round_copies(o->qkv2, o->qkvi, o->qkv, B, o->T, 3 * o->C);
+    round_copies(o->qkv2, o->qkvi, o->qkv, B, o->T, o->W);
     if (with_dout) round_copies(o->dout2, o->douti, o->dout, B, o->T, o->C);
 #else
     (void)o, (void)B, (void)with_dout;
@@ -269,7 +278,7 @@ static void fa_forward_block(float *out, float *lse, const fa_ops *o, int b, int
     for (int k0 = 0; k0 < kend; k0 += FA_B) {
         const int nk = imin(FA_B, kend - k0);
         const int diag = k0 + nk - 1 > q0;  // some key lies after some query
-        fa_xyt(o, St, FA_K, b, h, k0, nk, q);  // St[c][r] = k·q
+        fa_xyt(o, St, FA_K, b, h / o->G, k0, nk, q);  // St[c][r] = k·q
         if (diag) mask_keys_by_query(St, nk, k0, q0, -FLT_MAX);
         // Online softmax, vectorised over the block's query rows.
         for (int r = 0; r < FA_B; r++) mnew[r] = m[r];
@@ -304,7 +313,7 @@ static void fa_forward_block(float *out, float *lse, const fa_ops *o, int b, int
             #pragma omp simd
             for (int r = 0; r < FA_B; r++) o_[r] *= corr[r];
         }
-        fa_xtw(o, Ot, FA_V, b, h, k0, nk, St, W2);  // O += Pᵀ-weighted values
+        fa_xtw(o, Ot, FA_V, b, h / o->G, k0, nk, St, W2);  // O += Pᵀ-weighted values
     }
     float *lrow = lse + ((size_t)b * NH + h) * T + q0;
     float *O = Qt;  // Qt is done with: it takes O row-major, (nq, hs)
@@ -319,14 +328,14 @@ static void fa_forward_block(float *out, float *lse, const fa_ops *o, int b, int
     }
 }
 
-// qkv (B,T,3C), out (B,T,C) writes, lse (B,NH,T) writes
+// qkv (B,T,C+2·KV), out (B,T,C) writes, lse (B,NH,T) writes
 void flash_attention_forward(const kernel_ctx *kc, float *out, float *lse, float *scratch,
-                             const float *qkv, int B, int T, int C, int NH) {
-    BG_ASSERT(C % NH == 0 && C / NH <= FA_MAX_HS);
+                             const float *qkv, int B, int T, int C, int NH, int NKV) {
+    BG_ASSERT(C % NH == 0 && C / NH <= FA_MAX_HS && NKV > 0 && NH % NKV == 0);
     const int nb = (T + FA_B - 1) / FA_B;
     const long BH = (long)B * NH;
     fa_ops o;
-    fa_ops_init(&o, qkv, NULL, B, T, C, NH, fa_tiles(kc), scratch);
+    fa_ops_init(&o, qkv, NULL, B, T, C, NH, NKV, fa_tiles(kc), scratch);
     #pragma omp parallel
     {
         fa_round_inputs(&o, B, 0);
@@ -358,68 +367,76 @@ static void add_transposed(float *dst, size_t ld, float *G, const float *Gt, int
     }
 }
 
-// Head h's dQ slice of token t0 in dqkv (B,T,3C); its dK and dV follow at +C and +2C.
-static float *dq_rows(float *dqkv, int b, int h, int t0, int T, int C, int hs) {
-    return dqkv + ((size_t)b * T + t0) * 3 * (size_t)C + (size_t)h * hs;
+// Head h's slice of token t0 in dqkv (B,T,W), from column col (0: dQ; C + kh·hs: dK of
+// key/value head kh, whose dV follows at +KV).
+static float *dqkv_rows(const fa_ops *o, float *dqkv, int b, size_t col, int t0) {
+    return dqkv + ((size_t)b * o->T + t0) * (size_t)o->W + col;
+}
+static float *dq_rows(const fa_ops *o, float *dqkv, int b, int h, int t0) {
+    return dqkv_rows(o, dqkv, b, (size_t)h * o->hs, t0);
 }
 
-// One (b, h, key block): dK and dV of keys k0..k0+nk-1, from every query at or after
-// them. Tiles are row-major here (queries × keys): the vectors run over keys, so dKᵀ
-// and dVᵀ accumulate in registers over the queries. With dq_acc (the head's dQᵀ
-// accumulators, one (hs, FA_B) tile per query block), also adds this key block's
-// part of dQ there, exactly as fa_backward_q_block would.
+// One (b, kv head kh, key block): dK and dV of keys k0..k0+nk-1, from every query of
+// the group's heads at or after them. Tiles are row-major here (queries × keys): the
+// vectors run over keys, so dKᵀ and dVᵀ accumulate in registers over the heads and
+// queries. With dq_acc (the group's dQᵀ accumulators, head by head one (hs, FA_B) tile
+// per query block), also adds this key block's part of dQ there, exactly as
+// fa_backward_q_block would.
 static void fa_backward_kv_block(float *dqkv, float *dq_acc, const float *delta, const fa_ops *o,
-                                 const float *lse, int b, int h, int kb) {
+                                 const float *lse, int b, int kh, int kb) {
     const int T = o->T, C = o->C, NH = o->NH, hs = o->hs, k0 = kb * FA_B, nk = imin(FA_B, T - k0);
-    const size_t C3 = 3 * (size_t)C;
+    const int nb = (T + FA_B - 1) / FA_B;
     const float scale = 1.0f / sqrtf((float)hs);
-    const float *lrow = lse + ((size_t)b * NH + h) * T, *drow = delta + ((size_t)b * NH + h) * T;
     const int hp = o->bf16 ? hs / 2 : 1;
 
     float Kt[hs * FA_B], Vt[hs * FA_B], dKt[hs * FA_B], dVt[hs * FA_B];
     float P[FA_B * FA_B], dS[FA_B * FA_B], dSt[FA_B * FA_B];
     bf16x2 K2[hp * FA_B], V2[hp * FA_B], W2[fa_w2_words(o)];
     const fa_tile k = {Kt, K2}, v = {Vt, V2};
-    fa_pack(o, k, FA_K, b, h, k0, nk);
-    fa_pack(o, v, FA_V, b, h, k0, nk);
+    fa_pack(o, k, FA_K, b, kh, k0, nk);
+    fa_pack(o, v, FA_V, b, kh, k0, nk);
     for (int i = 0; i < hs * FA_B; i++) dKt[i] = 0.0f, dVt[i] = 0.0f;
 
-    for (int q0 = k0; q0 < T; q0 += FA_B) {
-        const int nq = imin(FA_B, T - q0);
-        fa_xyt(o, P, FA_Q, b, h, q0, nq, k);    // S[r][c] = q·k
-        fa_xyt(o, dS, FA_DO, b, h, q0, nq, v);  // dP[r][c] = dO·v
-        for (int r = 0; r < nq; r++) {
-            float *p = P + (size_t)r * FA_B, *ds = dS + (size_t)r * FA_B;
-            const float L = lrow[q0 + r], D = drow[q0 + r];
-            fa_exp_scaled(p, p, scale, NULL, L);
-            #pragma omp simd
-            for (int c = 0; c < FA_B; c++) ds[c] = p[c] * (ds[c] - D);
-            // Keys after this query, and the padding past the last key, contribute
-            // nothing: P (and so dS) is exactly 0 there.
-            for (int c = imin(nk, q0 + r - k0 + 1); c < FA_B; c++) p[c] = 0.0f, ds[c] = 0.0f;
-        }
-        fa_xtw(o, dVt, FA_DO, b, h, q0, nq, P, W2);  // dVᵀ += dOᵀ P
-        fa_xtw(o, dKt, FA_Q, b, h, q0, nq, dS, W2);  // dKᵀ += Qᵀ dS
-        if (dq_acc) {
-            // dQᵀ += Kᵀ dSᵀ. dS equals, bit for bit, the dSᵀ fa_backward_q_block
-            // computes (the same products, sums and exps), and padded queries get 0
-            // there too.
-            pack_transposed(dSt, dS, FA_B, nq, nk);
-            fa_xtw(o, dq_acc + (size_t)(q0 / FA_B) * hs * FA_B, FA_K, b, h, k0, nk, dSt, W2);
+    for (int h = kh * o->G; h < (kh + 1) * o->G; h++) {
+        const float *lrow = lse + ((size_t)b * NH + h) * T, *drow = delta + ((size_t)b * NH + h) * T;
+        float *dq_head = dq_acc ? dq_acc + (size_t)(h - kh * o->G) * nb * hs * FA_B : NULL;
+        for (int q0 = k0; q0 < T; q0 += FA_B) {
+            const int nq = imin(FA_B, T - q0);
+            fa_xyt(o, P, FA_Q, b, h, q0, nq, k);    // S[r][c] = q·k
+            fa_xyt(o, dS, FA_DO, b, h, q0, nq, v);  // dP[r][c] = dO·v
+            for (int r = 0; r < nq; r++) {
+                float *p = P + (size_t)r * FA_B, *ds = dS + (size_t)r * FA_B;
+                const float L = lrow[q0 + r], D = drow[q0 + r];
+                fa_exp_scaled(p, p, scale, NULL, L);
+                #pragma omp simd
+                for (int c = 0; c < FA_B; c++) ds[c] = p[c] * (ds[c] - D);
+                // Keys after this query, and the padding past the last key, contribute
+                // nothing: P (and so dS) is exactly 0 there.
+                for (int c = imin(nk, q0 + r - k0 + 1); c < FA_B; c++) p[c] = 0.0f, ds[c] = 0.0f;
+            }
+            fa_xtw(o, dVt, FA_DO, b, h, q0, nq, P, W2);  // dVᵀ += dOᵀ P
+            fa_xtw(o, dKt, FA_Q, b, h, q0, nq, dS, W2);  // dKᵀ += Qᵀ dS
+            if (dq_head) {
+                // dQᵀ += Kᵀ dSᵀ. dS equals, bit for bit, the dSᵀ fa_backward_q_block
+                // computes (the same products, sums and exps), and padded queries get 0
+                // there too.
+                pack_transposed(dSt, dS, FA_B, nq, nk);
+                fa_xtw(o, dq_head + (size_t)(q0 / FA_B) * hs * FA_B, FA_K, b, kh, k0, nk, dSt, W2);
+            }
         }
     }
     // Kt and Vt are done with: they take dK and dV row-major.
-    float *dk = dq_rows(dqkv, b, h, k0, T, C, hs) + C;
-    add_transposed(dk, C3, Kt, dKt, nk, hs, scale);
-    add_transposed(dk + C, C3, Vt, dVt, nk, hs, 1.0f);  // g·1 + y: the plain sum, exactly
+    float *dk = dqkv_rows(o, dqkv, b, (size_t)C + (size_t)kh * hs, k0);
+    add_transposed(dk, o->W, Kt, dKt, nk, hs, scale);
+    add_transposed(dk + o->KV, o->W, Vt, dVt, nk, hs, 1.0f);  // g·1 + y: the plain sum, exactly
 }
 
 // One (b, h, query block): dQ of queries q0..q0+nq-1 over keys 0..q0+nq-1, in the
 // forward's transposed layout (keys × queries, vectors over queries).
 static void fa_backward_q_block(float *dqkv, const float *delta, const fa_ops *o,
                                 const float *lse, int b, int h, int qb) {
-    const int T = o->T, C = o->C, NH = o->NH, hs = o->hs, q0 = qb * FA_B, nq = imin(FA_B, T - q0);
-    const size_t C3 = 3 * (size_t)C;
+    const int T = o->T, NH = o->NH, hs = o->hs, q0 = qb * FA_B, nq = imin(FA_B, T - q0);
+    const int kh = h / o->G;
     const float scale = 1.0f / sqrtf((float)hs);
     const float *lrow = lse + ((size_t)b * NH + h) * T, *drow = delta + ((size_t)b * NH + h) * T;
     const int hp = o->bf16 ? hs / 2 : 1;
@@ -439,8 +456,8 @@ static void fa_backward_q_block(float *dqkv, const float *delta, const fa_ops *o
     const int kend = q0 + nq;
     for (int k0 = 0; k0 < kend; k0 += FA_B) {
         const int nk = imin(FA_B, kend - k0);
-        fa_xyt(o, St, FA_K, b, h, k0, nk, q);      // Sᵀ[c][r] = k·q
-        fa_xyt(o, dSt, FA_V, b, h, k0, nk, dout);  // dPᵀ[c][r] = v·dO
+        fa_xyt(o, St, FA_K, b, kh, k0, nk, q);      // Sᵀ[c][r] = k·q
+        fa_xyt(o, dSt, FA_V, b, kh, k0, nk, dout);  // dPᵀ[c][r] = v·dO
         for (int c = 0; c < nk; c++) {
             float *ds = dSt + (size_t)c * FA_B, e[FA_B];
             fa_exp_scaled(e, St + (size_t)c * FA_B, scale, L, 0.0f);
@@ -448,25 +465,27 @@ static void fa_backward_q_block(float *dqkv, const float *delta, const fa_ops *o
             for (int r = 0; r < FA_B; r++) ds[r] = e[r] * (ds[r] - D[r]);
         }
         if (k0 + nk - 1 > q0) mask_keys_by_query(dSt, nk, k0, q0, 0.0f);
-        fa_xtw(o, dQt, FA_K, b, h, k0, nk, dSt, W2);  // dQᵀ += Kᵀ dSᵀ
+        fa_xtw(o, dQt, FA_K, b, kh, k0, nk, dSt, W2);  // dQᵀ += Kᵀ dSᵀ
     }
-    add_transposed(dq_rows(dqkv, b, h, q0, T, C, hs), C3, Qt, dQt, nq, hs, scale);
+    add_transposed(dq_rows(o, dqkv, b, h, q0), o->W, Qt, dQt, nq, hs, scale);
 }
 
-// One (b, h), the per-head schedule: every key block in turn, its dQ parts collected
-// in dq_acc (nb tiles of (hs, FA_B)) in the order fa_backward_q_block adds them.
+// One (b, kv head kh), the per-head schedule: every key block in turn, the dQ parts of
+// the group's heads collected in dq_acc (G·nb tiles of (hs, FA_B)) in the order
+// fa_backward_q_block adds them.
 static void fa_backward_head(float *dqkv, float *dq_acc, const float *delta, const fa_ops *o,
-                             const float *lse, int b, int h) {
-    const int T = o->T, C = o->C, hs = o->hs, nb = (T + FA_B - 1) / FA_B;
+                             const float *lse, int b, int kh) {
+    const int T = o->T, hs = o->hs, nb = (T + FA_B - 1) / FA_B;
     const float scale = 1.0f / sqrtf((float)hs);
-    for (size_t i = 0; i < (size_t)nb * hs * FA_B; i++) dq_acc[i] = 0.0f;
-    for (int kb = 0; kb < nb; kb++) fa_backward_kv_block(dqkv, dq_acc, delta, o, lse, b, h, kb);
+    for (size_t i = 0; i < (size_t)o->G * nb * hs * FA_B; i++) dq_acc[i] = 0.0f;
+    for (int kb = 0; kb < nb; kb++) fa_backward_kv_block(dqkv, dq_acc, delta, o, lse, b, kh, kb);
     float dQ[hs * FA_B];
-    for (int qb = 0; qb < nb; qb++) {
-        const int q0 = qb * FA_B, nq = imin(FA_B, T - q0);
-        add_transposed(dq_rows(dqkv, b, h, q0, T, C, hs), 3 * (size_t)C, dQ,
-                       dq_acc + (size_t)qb * hs * FA_B, nq, hs, scale);
-    }
+    for (int j = 0; j < o->G; j++)
+        for (int qb = 0; qb < nb; qb++) {
+            const int q0 = qb * FA_B, nq = imin(FA_B, T - q0);
+            add_transposed(dq_rows(o, dqkv, b, kh * o->G + j, q0), o->W, dQ,
+                           dq_acc + ((size_t)j * nb + qb) * hs * FA_B, nq, hs, scale);
+        }
 }
 
 // The backward's own part of the workspace: delta (B,NH,T), then dQᵀ tiles for every
@@ -476,28 +495,28 @@ static size_t fa_backward_floats(int B, int T, int C, int NH) {
     return (size_t)B * NH * T + (size_t)B * NH * nb * (C / NH) * FA_B;
 }
 
-size_t flash_attention_scratch_size(int B, int T, int C, int NH) {
+size_t flash_attention_scratch_size(int B, int T, int C, int NH, int NKV) {
     // Words of the rounded copies counted as floats (both are 4 bytes).
-    return fa_backward_floats(B, T, C, NH) + fa_copies_words(B, T, C);
+    return fa_backward_floats(B, T, C, NH) + fa_copies_words(B, T, C, NH, NKV);
 }
 
-// dout (B,T,C), out (B,T,C) and lse (B,NH,T) from the forward; dqkv (B,T,3C) +=;
+// dout (B,T,C), out (B,T,C) and lse (B,NH,T) from the forward; dqkv (B,T,C+2·KV) +=;
 // scratch (flash_attention_scratch_size floats) is workspace.
 void flash_attention_backward(const kernel_ctx *kc, float *dqkv, float *scratch,
                               const float *dout, const float *qkv, const float *out,
-                              const float *lse, int B, int T, int C, int NH) {
-    BG_ASSERT(C % NH == 0 && C / NH <= FA_MAX_HS);
-    const int hs = C / NH, nb = (T + FA_B - 1) / FA_B;
-    const long BH = (long)B * NH;
+                              const float *lse, int B, int T, int C, int NH, int NKV) {
+    BG_ASSERT(C % NH == 0 && C / NH <= FA_MAX_HS && NKV > 0 && NH % NKV == 0);
+    const int hs = C / NH, nb = (T + FA_B - 1) / FA_B, G = NH / NKV;
+    const long BH = (long)B * NH, BK = (long)B * NKV;
     float *delta = scratch, *dq_acc = scratch + (size_t)B * NH * T;
     fa_ops o;
-    fa_ops_init(&o, qkv, dout, B, T, C, NH, fa_tiles(kc),
+    fa_ops_init(&o, qkv, dout, B, T, C, NH, NKV, fa_tiles(kc),
                 scratch + fa_backward_floats(B, T, C, NH));
-    // Per head, each thread gets ceil(BH/P) of B·NH equal tasks, 5 products per block
-    // pair; in two passes about BH/P heads' worth of 7 products (the tasks are small
-    // enough to balance). The per-head schedule wins when 5·ceil(BH/P) <= 7·BH/P.
+    // Per head, each thread gets ceil(BK/P) of B·NKV equal tasks, 5 products per block
+    // pair; in two passes about BK/P heads' worth of 7 products (the tasks are small
+    // enough to balance). The per-head schedule wins when 5·ceil(BK/P) <= 7·BK/P.
     const long P = omp_get_max_threads();
-    const int per_head = 5 * ((BH + P - 1) / P) * P <= 7 * BH;
+    const int per_head = 5 * ((BK + P - 1) / P) * P <= 7 * BK;
     #pragma omp parallel
     {
         fa_round_inputs(&o, B, 1);
@@ -516,17 +535,18 @@ void flash_attention_backward(const kernel_ctx *kc, float *dqkv, float *scratch,
             }
         }
         if (per_head) {
+            // (b, kh)'s query heads are b·NH + kh·G.., so its dQ tiles are contiguous.
             #pragma omp for schedule(dynamic, 1)
-            for (long bh = 0; bh < BH; bh++)
-                fa_backward_head(dqkv, dq_acc + (size_t)bh * nb * hs * FA_B, delta, &o, lse,
-                                 (int)(bh / NH), (int)(bh % NH));
+            for (long bk = 0; bk < BK; bk++)
+                fa_backward_head(dqkv, dq_acc + (size_t)bk * G * nb * hs * FA_B, delta, &o, lse,
+                                 (int)(bk / NKV), (int)(bk % NKV));
         } else {
             // Early key blocks are seen by the most queries: they go first.
             #pragma omp for schedule(dynamic, 1)
-            for (long task = 0; task < BH * nb; task++) {
-                const long bh = task % BH;
-                fa_backward_kv_block(dqkv, NULL, delta, &o, lse, (int)(bh / NH), (int)(bh % NH),
-                                     (int)(task / BH));
+            for (long task = 0; task < BK * nb; task++) {
+                const long bk = task % BK;
+                fa_backward_kv_block(dqkv, NULL, delta, &o, lse, (int)(bk / NKV), (int)(bk % NKV),
+                                     (int)(task / BK));
             }
             #pragma omp for schedule(dynamic, 1)
             for (long task = 0; task < BH * nb; task++) {

@@ -212,26 +212,32 @@ void swiglu_backward(void *dinp, operand_format f, const float *dout, const floa
 // Hugging Face (Llama/Mixtral) convention: dimension i pairs with i + hs/2.
 // cos/sin tables (T, hs/2) for positions 0..T-1.
 void rope_tables(float *cos_t, float *sin_t, int T, int hs, float theta);
-// In place on qkv (B,T,3C): rotates the q and k parts of every head; v untouched.
-void rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int C, int NH);
+// In place on qkv (B,T,C+2·NKV·hs): rotates the NH q heads and the NKV k heads; v untouched.
+void rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int C, int NH,
+                  int NKV);
 // In place on dqkv: applies the inverse rotation to the q and k gradient parts.
-void rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int C, int NH);
+void rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int C, int NH,
+                   int NKV);
 
 // ---- causal self-attention --------------------------------------------------
-// qkv (B,T,3C): per token [q | k | v], each NH heads of hs = C/NH.
+// qkv (B,T,C+2·KV): per token [q | k | v], q of NH heads of hs = C/NH, k and v of NKV
+// heads (KV = NKV·hs; grouped-query attention when NKV < NH): query head h reads
+// key/value head h / (NH/NKV). NKV divides NH.
 // out (B,T,C) writes; att (B,NH,T,T) caches the softmax probabilities
 // (entries above the diagonal are zero).
-void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
-// dqkv (B,T,3C) +=; scratch (B,NH,T,T) is workspace the caller provides.
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
+                       int NKV);
+// dqkv (B,T,C+2·KV) +=, dK and dV of a head summed over its query heads; scratch
+// (B,NH,T,T) is workspace the caller provides.
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                        const float *att, int B, int T, int C, int NH);
+                        const float *att, int B, int T, int C, int NH, int NKV);
 
 // One query row against a key/value cache (generation, one token at a time): q (C) is
-// the query at position t, k_cache and v_cache (T_max,C) hold rows 0..t (RoPE already
+// the query at position t, k_cache and v_cache (T_max,KV) hold rows 0..t (RoPE already
 // applied to q and the keys). out (C) writes attention_forward's row t for these
 // inputs, up to float rounding; scores (NH,T_max) is workspace.
 void attention_decode_forward(float *out, float *scores, const float *q, const float *k_cache,
-                              const float *v_cache, int t, int T_max, int C, int NH);
+                              const float *v_cache, int t, int T_max, int C, int NH, int NKV);
 
 // The same attention, memory-efficient (FlashAttention): tiled with an online
 // softmax, no T×T matrix anywhere. Caches only lse (B,NH,T), the log-sum-exp of each
@@ -241,14 +247,14 @@ void attention_decode_forward(float *out, float *scores, const float *q, const f
 // the GEMMs (where the CPU has AVX512-BF16 and hs is even; fp32 otherwise); softmax in
 // fp32.
 void flash_attention_forward(const kernel_ctx *kc, float *out, float *lse, float *scratch,
-                             const float *qkv, int B, int T, int C, int NH);
-// dqkv (B,T,3C) +=, recomputing the probabilities from qkv and lse tile by tile;
+                             const float *qkv, int B, int T, int C, int NH, int NKV);
+// dqkv (B,T,C+2·KV) +=, recomputing the probabilities from qkv and lse tile by tile;
 // out is the forward's output; scratch and precision as in the forward. Results do not
 // depend on the thread count.
 void flash_attention_backward(const kernel_ctx *kc, float *dqkv, float *scratch,
                               const float *dout, const float *qkv, const float *out,
-                              const float *lse, int B, int T, int C, int NH);
-size_t flash_attention_scratch_size(int B, int T, int C, int NH);
+                              const float *lse, int B, int T, int C, int NH, int NKV);
+size_t flash_attention_scratch_size(int B, int T, int C, int NH, int NKV);
 
 // ---- loss -------------------------------------------------------------------
 // Cross-entropy fused with softmax. logits (N,V), targets (N), losses (N) writes,

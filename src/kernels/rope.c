@@ -25,16 +25,17 @@ void rope_tables(float *cos_t, float *sin_t, int T, int hs, float theta) {
 // Rotates every head of the q and k parts of one token by +angle (sign 1) or by
 // -angle (sign -1: the transpose, which is what the gradient needs).
 static void rope_rotate(float *qkv, const float *cos_t, const float *sin_t, int B, int T,
-                        int C, int NH, float sign) {
-    BG_ASSERT(C % NH == 0 && (C / NH) % 2 == 0);
+                        int C, int NH, int NKV, float sign) {
+    BG_ASSERT(C % NH == 0 && (C / NH) % 2 == 0 && NH % NKV == 0);
     const int hs = C / NH, half = hs / 2;
+    const size_t W = (size_t)C + 2 * (size_t)NKV * hs;  // a token's q, k, v
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *cs = cos_t + (size_t)t * half, *sn = sin_t + (size_t)t * half;
-            float *tok = qkv + ((size_t)b * T + t) * 3 * C;
-            // q and k are the first 2C floats of the token; heads are contiguous.
-            for (int h = 0; h < 2 * NH; h++) {
+            float *tok = qkv + ((size_t)b * T + t) * W;
+            // q's NH heads then k's NKV heads open the token, contiguous.
+            for (int h = 0; h < NH + NKV; h++) {
                 float *x1 = tok + (size_t)h * hs, *x2 = x1 + half;
                 #pragma omp simd
                 for (int i = 0; i < half; i++) {
@@ -46,15 +47,15 @@ static void rope_rotate(float *qkv, const float *cos_t, const float *sin_t, int 
         }
 }
 
-// qkv (B,T,3C), in place
+// qkv (B,T,C+2·NKV·hs), in place
 void rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int C,
-                  int NH) {
-    rope_rotate(qkv, cos_t, sin_t, B, T, C, NH, 1.0f);
+                  int NH, int NKV) {
+    rope_rotate(qkv, cos_t, sin_t, B, T, C, NH, NKV, 1.0f);
 }
 
 // dqkv (B,T,3C), in place: a rotation's Jacobian is the rotation, so its transpose
 // (the inverse rotation) maps output gradients to input gradients.
 void rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int C,
-                   int NH) {
-    rope_rotate(dqkv, cos_t, sin_t, B, T, C, NH, -1.0f);
+                   int NH, int NKV) {
+    rope_rotate(dqkv, cos_t, sin_t, B, T, C, NH, NKV, -1.0f);
 }

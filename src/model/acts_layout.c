@@ -16,13 +16,13 @@ moe_shape model_layer_moe_shape(const model_config *c, const model_options *opt,
 }
 
 // What the attention block keeps for its backward (block.h).
-static void attention_caches(layer_acts *la, bg_arena *ar, int flash, int B, int T, int C,
-                             int NH) {
-    size_t N = (size_t)B * T, NC = N * C;
+static void attention_caches(layer_acts *la, bg_arena *ar, int flash, int B, int T,
+                             const model_config *c) {
+    size_t N = (size_t)B * T, NC = N * c->hidden_size, NH = c->num_attention_heads;
     la->ln1 = BG_ARENA_NEW(ar, float, NC);
     la->ln1_mean = BG_ARENA_NEW(ar, float, N);
     la->ln1_rstd = BG_ARENA_NEW(ar, float, N);
-    la->qkv = BG_ARENA_NEW(ar, float, 3 * NC);
+    la->qkv = BG_ARENA_NEW(ar, float, N * model_qkv_width(c));
     la->att = flash ? NULL : BG_ARENA_NEW(ar, float, (size_t)B * NH * T * T);
     la->att_lse = flash ? BG_ARENA_NEW(ar, float, (size_t)B * NH * T) : NULL;
     la->atty = BG_ARENA_NEW(ar, float, NC);
@@ -65,7 +65,7 @@ static void shared_caches(layer_acts *sh, bg_arena *ar, const model_config *c,
     }
     memset(sh, 0, sizeof *sh);
     size_t mark = ar->used, end = mark;
-    attention_caches(sh, ar, flash, B, T, c->hidden_size, c->num_attention_heads);
+    attention_caches(sh, ar, flash, B, T, c);
     end = overlap_end(ar, mark, end);
     if (any_dense) {
         ffn_caches(sh, ar, c, ms, 0, N);
@@ -94,7 +94,7 @@ void model_acts_layout(model_acts *a, bg_arena *ar, const model_config *c,
     // Flash attention keeps one number per query row instead of a T×T matrix per head,
     // and needs about (N,C) of backward workspace instead of (B,NH,T,T).
     a->flash = opt->attention == MODEL_ATTN_FLASH;
-    size_t att_scratch = a->flash ? flash_attention_scratch_size(B, T, C, NH) : att;
+    size_t att_scratch = a->flash ? flash_attention_scratch_size(B, T, C, NH, model_kv_heads(c)) : att;
     // The fused LM head holds one chunk of logits instead of all N rows, and stages
     // the LM head's weight gradient from forward to backward.
     a->lm_fused = opt->lm_head_chunk > 0 && N > opt->lm_head_chunk;
@@ -110,7 +110,7 @@ void model_acts_layout(model_acts *a, bg_arena *ar, const model_config *c,
             if (moe) moe_acts_keep_layout(&la->moe, ar, &ms);
             continue;
         }
-        attention_caches(la, ar, a->flash, B, T, C, NH);
+        attention_caches(la, ar, a->flash, B, T, c);
         la->x2 = BG_ARENA_NEW(ar, float, NC);
         ffn_caches(la, ar, c, &ms, moe, N);
     }
@@ -133,7 +133,7 @@ void model_acts_layout(model_acts *a, bg_arena *ar, const model_config *c,
     a->rope_sin = BG_ARENA_NEW(ar, float, (size_t)T * (hs / 2 + 1));
     a->d_resid = BG_ARENA_NEW(ar, float, NC);
     a->d_ln = BG_ARENA_NEW(ar, float, NC);
-    a->d_qkv = BG_ARENA_NEW(ar, float, 3 * NC);
+    a->d_qkv = BG_ARENA_NEW(ar, float, (size_t)N * model_qkv_width(c));
     a->d_atty = BG_ARENA_NEW(ar, float, NC);
     a->d_att_scratch = BG_ARENA_NEW(ar, float, att_scratch);
     int any_dense = 0, any_moe = 0;

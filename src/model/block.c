@@ -21,11 +21,12 @@ void block_norm_backward(const model_config *c, float *dinp, float *dw, float *d
 void block_attention_forward(kernel_ctx *kc, layer_acts *la, const layer_params *lp, const model_config *c,
                              const block_attention_core *core, int layer, const float *rope_cos,
                              const float *rope_sin, int B, int T) {
-    const int N = B * T, C = c->hidden_size, NH = c->num_attention_heads;
+    const int N = B * T, C = c->hidden_size, NH = c->num_attention_heads, W = model_qkv_width(c);
     block_norm_forward(c, la->ln1, la->ln1_mean, la->ln1_rstd, la->x, lp->ln1_w, lp->ln1_b, N);
-    matmul_forward(kc, la->qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
-    if (lp->qkv_b) ffn_bias_forward(la->qkv, lp->qkv_b, N, 3 * C);  // before RoPE, as in HF
-    if (c->position_embedding == POS_ROPE) rope_forward(la->qkv, rope_cos, rope_sin, B, T, C, NH);
+    matmul_forward(kc, la->qkv, la->ln1, lp->qkv_w, N, C, W);
+    if (lp->qkv_b) ffn_bias_forward(la->qkv, lp->qkv_b, N, W);  // before RoPE, as in HF
+    if (c->position_embedding == POS_ROPE)
+        rope_forward(la->qkv, rope_cos, rope_sin, B, T, C, NH, model_kv_heads(c));
     core->forward(core->ctx, layer, la->atty, la->qkv);
     if (!la->x2) return;  // recomputing the caches
     matmul_forward(kc, la->x2, la->atty, lp->o_w, N, C, C);
@@ -37,16 +38,18 @@ void block_attention_backward(kernel_ctx *kc, model_acts *a, layer_params *gp, c
                               const layer_params *lp, const model_config *c,
                               const block_attention_core *core, int layer) {
     const int B = a->B, T = a->T, N = a->N, C = c->hidden_size, NH = c->num_attention_heads;
+    const int W = model_qkv_width(c);
     const size_t NC = (size_t)N * C;
     vec_zero(a->d_atty, NC);
     matmul_backward(kc, a->d_atty, gp->o_w, a->d_resid, la->atty, lp->o_w, N, C, C);
     if (lp->o_b) ffn_bias_backward(gp->o_b, a->d_resid, N, C);
-    vec_zero(a->d_qkv, 3 * NC);
+    vec_zero(a->d_qkv, (size_t)N * W);
     core->backward(core->ctx, layer, a->d_qkv, a->d_atty, la->qkv, la->atty);
-    if (c->position_embedding == POS_ROPE) rope_backward(a->d_qkv, a->rope_cos, a->rope_sin, B, T, C, NH);
-    if (lp->qkv_b) ffn_bias_backward(gp->qkv_b, a->d_qkv, N, 3 * C);
+    if (c->position_embedding == POS_ROPE)
+        rope_backward(a->d_qkv, a->rope_cos, a->rope_sin, B, T, C, NH, model_kv_heads(c));
+    if (lp->qkv_b) ffn_bias_backward(gp->qkv_b, a->d_qkv, N, W);
     vec_zero(a->d_ln, NC);
-    matmul_backward(kc, a->d_ln, gp->qkv_w, a->d_qkv, la->ln1, lp->qkv_w, N, C, 3 * C);
+    matmul_backward(kc, a->d_ln, gp->qkv_w, a->d_qkv, la->ln1, lp->qkv_w, N, C, W);
     block_norm_backward(c, a->d_resid, gp->ln1_w, gp->ln1_b, a->d_ln, la->x, lp->ln1_w,
                         la->ln1_mean, la->ln1_rstd, N);
 }

@@ -13,8 +13,8 @@
 #include "moe/moe_layer.h"
 
 // The attention core of layer `layer`: causal softmax(q·kᵀ/√hs)·v of every head.
-// forward reads qkv (N,3C) after RoPE and writes atty (N,C); backward adds to
-// dqkv (N,3C) from datty (N,C), given the forward's qkv and atty. backward may be NULL
+// forward reads qkv (N,W) after RoPE (W = model_qkv_width: q, then k and v of the kv
+// heads) and writes atty (N,C); backward adds to dqkv (N,W) from datty (N,C), given the forward's qkv and atty. backward may be NULL
 // when no backward runs (generation). ctx is the caller's, passed through.
 typedef struct {
     void (*forward)(void *ctx, int layer, float *atty, const float *qkv);

@@ -57,6 +57,7 @@ static const key_spec keys[] = {
     KEY(hidden_size, KEY_INT, 1, NULL),
     KEY(num_hidden_layers, KEY_INT, 1, NULL),
     KEY(num_attention_heads, KEY_INT, 1, NULL),
+    KEY(num_key_value_heads, KEY_INT, 0, NULL),
     KEY(intermediate_size, KEY_INT, 0, NULL),
     KEY(norm, KEY_ENUM, 0, norm_names),
     KEY(hidden_act, KEY_ENUM, 0, act_names),
@@ -162,6 +163,15 @@ int model_config_parse(model_config *cfg, const char *json, const char *origin) 
             rc = bg_error("%s: missing required key \"%s\"", origin, keys[i].name);
     cJSON_Delete(root);
     if (rc != BG_OK) return rc;
+    // Absent, it is Hugging Face's default: one key/value head per query head.
+    for (int i = 0; i < NKEYS; i++)
+        if (rc == BG_OK && strcmp(keys[i].name, "num_key_value_heads") == 0) {
+            if (!seen[i]) cfg->num_key_value_heads = cfg->num_attention_heads;
+            else if (cfg->num_key_value_heads <= 0)
+                rc = bg_error("%s: num_key_value_heads must be positive, got %d", origin,
+                              cfg->num_key_value_heads);
+        }
+    if (rc != BG_OK) return rc;
     return model_config_validate(cfg, origin);
 }
 
@@ -215,6 +225,10 @@ int model_config_validate(const model_config *c, const char *origin) {
     if (c->hidden_size % c->num_attention_heads != 0)
         return bg_error("%s: num_attention_heads (%d) does not divide hidden_size (%d)", origin,
                         c->num_attention_heads, c->hidden_size);
+    if (c->num_key_value_heads < 0 ||
+        (c->num_key_value_heads > 0 && c->num_attention_heads % c->num_key_value_heads != 0))
+        return bg_error("%s: num_key_value_heads (%d) must be positive and divide num_attention_heads (%d)",
+                        origin, c->num_key_value_heads, c->num_attention_heads);
     int hs = c->hidden_size / c->num_attention_heads;
     if (c->position_embedding == POS_ROPE && hs % 2 != 0)
         return bg_error("%s: rope needs an even head size, got %d", origin, hs);
@@ -303,7 +317,12 @@ char *model_config_to_json(const model_config *cfg) {
     for (int i = 0; i < NKEYS; i++) {
         const char *field = (const char *)cfg + keys[i].offset;
         switch (keys[i].kind) {
-        case KEY_INT: cJSON_AddNumberToObject(root, keys[i].name, *(const int *)field); break;
+        case KEY_INT: {
+            int v = *(const int *)field;
+            if (field == (const char *)&cfg->num_key_value_heads) v = model_kv_heads(cfg);
+            cJSON_AddNumberToObject(root, keys[i].name, v);
+            break;
+        }
         case KEY_FLOAT: cJSON_AddNumberToObject(root, keys[i].name, *(const float *)field); break;
         case KEY_BOOL: cJSON_AddBoolToObject(root, keys[i].name, *(const int *)field); break;
         case KEY_ENUM:

@@ -12,6 +12,9 @@ typedef struct {
     int hidden_size;
     int num_hidden_layers;
     int num_attention_heads;
+    // Grouped-query attention (Hugging Face's name): k and v have this many heads, query
+    // head h reads head h / (heads / kv heads). 0 (a config built in code): = heads.
+    int num_key_value_heads;
     int intermediate_size;      // dense FFN hidden size
     model_norm norm;
     ffn_act hidden_act;
@@ -59,6 +62,16 @@ int model_config_load(model_config *cfg, const char *path);
 int model_config_validate(const model_config *cfg, const char *origin);
 // The config as JSON text (caller frees); parsing it gives the same config.
 char *model_config_to_json(const model_config *cfg);
+
+// The key/value heads: num_key_value_heads, or the query heads when it is 0.
+static inline int model_kv_heads(const model_config *cfg) {
+    return cfg->num_key_value_heads > 0 ? cfg->num_key_value_heads : cfg->num_attention_heads;
+}
+
+// Floats of one token's q, k and v: hidden_size + 2 · kv heads · head size.
+static inline int model_qkv_width(const model_config *cfg) {
+    return cfg->hidden_size + 2 * model_kv_heads(cfg) * (cfg->hidden_size / cfg->num_attention_heads);
+}
 
 static inline int model_layer_is_moe(const model_config *cfg, int layer) {
     return cfg->num_local_experts > 0 && (layer + 1) % cfg->moe_layer_freq == 0;

@@ -20,12 +20,14 @@ static void gen_layout(gen_state *g, bg_arena *ar) {
         if (model_layer_is_moe(c, l)) any_moe = 1;
         else any_dense = 1;
     }
-    g->k_cache = BG_ARENA_NEW(ar, float, L * T * C);
-    g->v_cache = BG_ARENA_NEW(ar, float, L * T * C);
+    // The cache holds the kv heads only: grouped-query attention's saving.
+    size_t KV = (size_t)model_kv_heads(c) * (C / NH);
+    g->k_cache = BG_ARENA_NEW(ar, float, L * T * KV);
+    g->v_cache = BG_ARENA_NEW(ar, float, L * T * KV);
     layer_acts *r = &g->row;
     r->x = BG_ARENA_NEW(ar, float, C);
     r->ln1 = r->ln2 = BG_ARENA_NEW(ar, float, C);  // one norm output serves both norms
-    r->qkv = BG_ARENA_NEW(ar, float, 3 * C);
+    r->qkv = BG_ARENA_NEW(ar, float, (size_t)model_qkv_width(c));
     r->atty = BG_ARENA_NEW(ar, float, C);
     r->x2 = BG_ARENA_NEW(ar, float, C);
     r->ffn_out = BG_ARENA_NEW(ar, float, C);
@@ -73,11 +75,13 @@ void gen_free(gen_state *g) {
 // generation state).
 static void attention_decode(void *ctx, int l, float *atty, const float *qkv) {
     gen_state *g = ctx;
-    const int C = g->m->cfg.hidden_size, NH = g->m->cfg.num_attention_heads, t = g->pos;
-    float *kc = g->k_cache + (size_t)l * g->T_max * C, *vc = g->v_cache + (size_t)l * g->T_max * C;
-    memcpy(kc + (size_t)t * C, qkv + C, sizeof(float) * C);
-    memcpy(vc + (size_t)t * C, qkv + 2 * C, sizeof(float) * C);
-    attention_decode_forward(atty, g->scores, qkv, kc, vc, t, g->T_max, C, NH);
+    const model_config *c = &g->m->cfg;
+    const int C = c->hidden_size, NH = c->num_attention_heads, NKV = model_kv_heads(c), t = g->pos;
+    const size_t KV = (size_t)NKV * (C / NH);
+    float *kc = g->k_cache + (size_t)l * g->T_max * KV, *vc = g->v_cache + (size_t)l * g->T_max * KV;
+    memcpy(kc + (size_t)t * KV, qkv + C, sizeof(float) * KV);
+    memcpy(vc + (size_t)t * KV, qkv + C + KV, sizeof(float) * KV);
+    attention_decode_forward(atty, g->scores, qkv, kc, vc, t, g->T_max, C, NH, NKV);
 }
 
 // model_forward's list of layer calls for one row at position g->pos.

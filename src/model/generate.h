@@ -21,7 +21,7 @@ typedef struct {
     const model *m;
     int T_max;                  // cache capacity in positions (<= max_position_embeddings)
     int pos;                    // tokens in the cache: the next token's position
-    float *k_cache, *v_cache;   // (L, T_max, C): post-RoPE keys, values
+    float *k_cache, *v_cache;   // (L, T_max, KV), KV = kv heads·head size: post-RoPE keys, values
     // One row of activations (N = 1), reused by every layer and kept apart from the
     // model's: x is the layer's input and output, ln1/ln2 one buffer (as their mean and
     // rstd), ffn_h and ffn_a NULL for an all-MoE model, att and att_lse unused.

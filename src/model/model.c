@@ -171,10 +171,11 @@ static void attention_sequence_forward(void *ctx, int l, float *atty, const floa
     model_acts *a = &m->acts;
     const layer_acts *la = block_caches(a, l);
     int B = a->B, T = a->T, C = c->hidden_size, NH = c->num_attention_heads;
+    int NKV = model_kv_heads(c);
     if (a->flash)
         flash_attention_forward(m->kernels, atty, la->att_lse, a->d_att_scratch, qkv, B, T, C,
-                                NH);
-    else attention_forward(atty, la->att, qkv, B, T, C, NH);
+                                NH, NKV);
+    else attention_forward(atty, la->att, qkv, B, T, C, NH, NKV);
 }
 
 static void attention_sequence_backward(void *ctx, int l, float *dqkv, const float *datty,
@@ -184,11 +185,12 @@ static void attention_sequence_backward(void *ctx, int l, float *dqkv, const flo
     model_acts *a = &m->acts;
     const layer_acts *la = block_caches(a, l);
     int B = a->B, T = a->T, C = c->hidden_size, NH = c->num_attention_heads;
+    int NKV = model_kv_heads(c);
     if (a->flash)
         flash_attention_backward(m->kernels, dqkv, a->d_att_scratch, datty, qkv, atty,
-                                 la->att_lse, B, T, C, NH);
+                                 la->att_lse, B, T, C, NH, NKV);
     else
-        attention_backward(dqkv, a->d_att_scratch, datty, qkv, la->att, B, T, C, NH);
+        attention_backward(dqkv, a->d_att_scratch, datty, qkv, la->att, B, T, C, NH, NKV);
 }
 
 static block_attention_core attention_sequence(model *m) {
@@ -397,7 +399,8 @@ void model_router_state_table(param_table *t, const model_config *cfg) {
 
 double model_flops_per_token(const model_config *c, int T) {
     // PaLM's accounting: 6 FLOPs per matmul parameter per token (forward + backward)
-    // plus 12·L·C·T for the attention score and value products.
+    // plus 12·L·C·T for the attention score and value products (every query head
+    // scores and weights, whatever the key/value heads).
     return 6.0 * model_active_matmul_params(c) +
            12.0 * c->num_hidden_layers * (double)c->hidden_size * T;
 }

@@ -67,20 +67,21 @@ static void walk_phase(walker *w, const model_config *c) {
     if (c->position_embedding == POS_LEARNED)
         add(w, &v->wpe, -1, -1, 0, INIT_NORMAL, c->max_position_embeddings, C,
             "model.embed_positions.weight");
+    const int KV = model_kv_heads(c) * (C / c->num_attention_heads);  // k's and v's rows
     for (int l = 0; l < L; l++) {
         layer_params *lp = w->v ? &v->layers[l] : &dummy_layer;
         const char *pre = "model.layers";
         add(w, &lp->ln1_w, l, -1, 0, INIT_ONES, C, 0, "%s.%d.input_layernorm.weight", pre, l);
         if (!rms) add(w, &lp->ln1_b, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.input_layernorm.bias", pre, l);
-        // q, k, v adjacent: the block holds them as one (3C,C) matrix for one GEMM.
+        // q, k, v adjacent: the block holds them as one (C+2KV,C) matrix for one GEMM.
         add(w, &lp->qkv_w, l, -1, 1, INIT_NORMAL, C, C, "%s.%d.self_attn.q_proj.weight", pre, l);
-        add(w, NULL, l, -1, 1, INIT_NORMAL, C, C, "%s.%d.self_attn.k_proj.weight", pre, l);
-        add(w, NULL, l, -1, 1, INIT_NORMAL, C, C, "%s.%d.self_attn.v_proj.weight", pre, l);
+        add(w, NULL, l, -1, 1, INIT_NORMAL, KV, C, "%s.%d.self_attn.k_proj.weight", pre, l);
+        add(w, NULL, l, -1, 1, INIT_NORMAL, KV, C, "%s.%d.self_attn.v_proj.weight", pre, l);
         add(w, &lp->o_w, l, -1, 1, INIT_NORMAL_RESIDUAL, C, C, "%s.%d.self_attn.o_proj.weight", pre, l);
-        if (c->attention_bias) {  // q, k, v biases adjacent too: one (3C) vector
+        if (c->attention_bias) {  // q, k, v biases adjacent too: one (C+2KV) vector
             add(w, &lp->qkv_b, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.self_attn.q_proj.bias", pre, l);
-            add(w, NULL, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.self_attn.k_proj.bias", pre, l);
-            add(w, NULL, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.self_attn.v_proj.bias", pre, l);
+            add(w, NULL, l, -1, 0, INIT_ZEROS, KV, 0, "%s.%d.self_attn.k_proj.bias", pre, l);
+            add(w, NULL, l, -1, 0, INIT_ZEROS, KV, 0, "%s.%d.self_attn.v_proj.bias", pre, l);
             add(w, &lp->o_b, l, -1, 0, INIT_ZEROS, C, 0, "%s.%d.self_attn.o_proj.bias", pre, l);
         }
         add(w, &lp->ln2_w, l, -1, 0, INIT_ONES, C, 0, "%s.%d.post_attention_layernorm.weight", pre, l);
@@ -251,8 +252,9 @@ size_t model_param_count(const model_config *cfg) {
 double model_active_matmul_params(const model_config *c) {
     double C = c->hidden_size, total = 0;
     int U_mul = c->hidden_act == FFN_SWIGLU ? 3 : 2;  // matrices per FFN
+    const double KV = (double)model_kv_heads(c) * (c->hidden_size / c->num_attention_heads);
     for (int l = 0; l < c->num_hidden_layers; l++) {
-        total += 4 * C * C;
+        total += 2 * C * C + 2 * C * KV;  // q, o and the narrower k, v
         if (model_layer_is_moe(c, l)) {
             double ffn = U_mul * C * c->moe_intermediate_size;
             total += c->num_local_experts * C;  // router

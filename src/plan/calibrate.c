@@ -54,23 +54,23 @@ static void add_shape(shape *v, int *n, double M, double K, double N) {
 
 // The flash attention core forward + backward at the model's shape: FLOP/s counted
 // as the planner counts them (7·N·T·C: forward 2, backward 5, causal halves).
-static double time_attention(bg_dtype dt, int B, int T, int C, int NH, double budget) {
+static double time_attention(bg_dtype dt, int B, int T, int C, int NH, int NKV, double budget) {
     kernel_ctx *kc = kernel_ctx_create(dt);
-    size_t n = (size_t)B * T * C;
-    float *qkv = bg_aligned_alloc(3 * n * 4), *dqkv = bg_aligned_alloc(3 * n * 4);
+    size_t n = (size_t)B * T * C, nqkv = (size_t)B * T * (C + 2 * (size_t)NKV * (C / NH));
+    float *qkv = bg_aligned_alloc(nqkv * 4), *dqkv = bg_aligned_alloc(nqkv * 4);
     float *out = bg_aligned_alloc(n * 4), *dout = bg_aligned_alloc(n * 4);
     float *lse = bg_aligned_alloc((size_t)B * NH * T * 4);
-    float *scratch = bg_aligned_alloc(flash_attention_scratch_size(B, T, C, NH) * 4 + 64);
-    for (size_t i = 0; i < 3 * n; i++) qkv[i] = (float)(i % 23) * 0.01f, dqkv[i] = 0;
+    float *scratch = bg_aligned_alloc(flash_attention_scratch_size(B, T, C, NH, NKV) * 4 + 64);
+    for (size_t i = 0; i < nqkv; i++) qkv[i] = (float)(i % 23) * 0.01f, dqkv[i] = 0;
     for (size_t i = 0; i < n; i++) dout[i] = (float)(i % 7) * 0.01f;
     double t[5];
-    flash_attention_forward(kc, out, lse, scratch, qkv, B, T, C, NH);
+    flash_attention_forward(kc, out, lse, scratch, qkv, B, T, C, NH, NKV);
     for (int r = 0; r < 5; r++) {  // samples as time_gemm's
         double t0 = bg_now(), dt;
         long calls = 0;
         do {
-            flash_attention_forward(kc, out, lse, scratch, qkv, B, T, C, NH);
-            flash_attention_backward(kc, dqkv, scratch, dout, qkv, out, lse, B, T, C, NH);
+            flash_attention_forward(kc, out, lse, scratch, qkv, B, T, C, NH, NKV);
+            flash_attention_backward(kc, dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, NKV);
             calls++;
         } while ((dt = bg_now() - t0) < budget / 5);
         t[r] = dt / calls;
@@ -90,7 +90,7 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
     if (c) {
         double N = (double)B * T, C = c->hidden_size;
         double in = c->hidden_act == FFN_SWIGLU ? 2 : 1;
-        add_shape(v, &n, N, C, 3 * C);
+        add_shape(v, &n, N, C, model_qkv_width(c));
         add_shape(v, &n, N, C, C);
         add_shape(v, &n, N, C, in * c->intermediate_size);
         add_shape(v, &n, N, c->intermediate_size, C);
@@ -136,7 +136,8 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
         cl->peak[pd[d]] = peak;
         kernel_ctx_free(kc);
         if (c) cl->attention_rate[pd[d]] = time_attention(dts[d], B, T, c->hidden_size,
-                                                          c->num_attention_heads, 0.1 * seconds / 3);  // 5 samples
+                                                          c->num_attention_heads, model_kv_heads(c),
+                                                          0.1 * seconds / 3);  // 5 samples
     }
     free(a), free(w), free(o);
     // Memory bandwidth: a copy plus scale over 2 x 64 MiB (read + write counted).

@@ -114,9 +114,10 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     for (int layer = 0; layer < Ls; layer++) {
         // Attention block: qkv, o_proj GEMMs (columns split over tp), the causal core.
         double fw = 3 + rec;
-        gemm(&g, N, C, 3 * C / tp, fw);
+        const double W = model_qkv_width(c);  // q, and k, v of the kv heads
+        gemm(&g, N, C, W / tp, fw);
         gemm(&g, N, C / tp, C, 3);
-        mem_bytes += cast * (2 * N * C + N * 3 * C / tp) * 2;
+        mem_bytes += cast * (2 * N * C + N * W / tp) * 2;
         double hd = C / c->num_attention_heads;
         double core_fwd = 2 * N * T * C / tp, core = core_fwd * (1 + 2.5) + rec * core_fwd;
         double rate = cl->attention_rate[l->dtype] > 0

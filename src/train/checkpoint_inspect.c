@@ -112,7 +112,9 @@ int ckpt_read_model(const char *dir, const model_config *cfg, const param_table 
     model_config saved;
     param_table full, full_st;
     if (open_meta(dir, &meta, &saved, &x, &full, &full_st) != BG_OK) return BG_ERR;
-    int rc = memcmp(&saved, cfg, sizeof saved) == 0 ? BG_OK : bg_error("%s: config differs from the reader's", dir);
+    model_config reader = *cfg;  // num_key_value_heads 0 (built in code) is the heads
+    reader.num_key_value_heads = model_kv_heads(cfg);
+    int rc = memcmp(&saved, &reader, sizeof saved) == 0 ? BG_OK : bg_error("%s: config differs from the reader's", dir);
     ckpt_reader rd;
     ckpt_reader_init(&rd, &x, dir, 1);
     for (int i = 0; i < t->count && rc == BG_OK; i++)

@@ -346,7 +346,11 @@ int ckpt_meta_check_config(const cJSON *saved, const model_config *cfg, const ch
     int rc = model_config_parse(&ck, text, file);
     free(text);
     if (rc != BG_OK) return BG_ERR;
-    if (memcmp(&ck, cfg, sizeof ck) == 0) return BG_OK;
+    // A config built in code may leave num_key_value_heads 0 (= the heads); parsing
+    // always gives the count.
+    model_config run = *cfg;
+    run.num_key_value_heads = model_kv_heads(cfg);
+    if (memcmp(&ck, &run, sizeof ck) == 0) return BG_OK;
     char *want = model_config_to_json(cfg);
     cJSON *w = cJSON_Parse(want);
     free(want);

@@ -65,6 +65,10 @@ int export_hf_layout(const model_config *c, hf_layout *layout) {
                             c->norm == NORM_RMSNORM ? "rmsnorm" : "layernorm",
                             c->hidden_act == FFN_SWIGLU ? "swiglu" : "gelu",
                             c->position_embedding == POS_ROPE ? "rope" : "learned");
+        if (model_kv_heads(c) != c->num_attention_heads)
+            return bg_error("no Hugging Face layout for this config: GPT-2 has one key/value head "
+                            "per query head (num_key_value_heads is %d of %d heads)",
+                            model_kv_heads(c), c->num_attention_heads);
         *layout = HF_GPT2;
         return BG_OK;
     }
@@ -237,7 +241,7 @@ static char *hf_config_json(const model_config *c, hf_layout layout, bg_dtype dt
         cJSON_AddNumberToObject(root, "intermediate_size", c->moe_intermediate_size);
         cJSON_AddNumberToObject(root, "num_hidden_layers", c->num_hidden_layers);
         cJSON_AddNumberToObject(root, "num_attention_heads", c->num_attention_heads);
-        cJSON_AddNumberToObject(root, "num_key_value_heads", c->num_attention_heads);
+        cJSON_AddNumberToObject(root, "num_key_value_heads", model_kv_heads(c));
         cJSON_AddNumberToObject(root, "head_dim", c->hidden_size / c->num_attention_heads);
         cJSON_AddStringToObject(root, "hidden_act", "silu");
         add_float(root, "rms_norm_eps", c->norm_eps);

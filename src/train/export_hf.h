@@ -10,7 +10,7 @@
 //     (tie_word_embeddings true), as transformers' save_pretrained does.
 //       config: hidden_size, intermediate_size (= moe_intermediate_size),
 //       num_local_experts, num_experts_per_tok, num_attention_heads,
-//       num_key_value_heads (= heads), head_dim, rms_norm_eps, rope_theta, ...
+//       num_key_value_heads (k_proj/v_proj of that many heads), head_dim, rms_norm_eps, ...
 //   GPT-2 (GPT2LMHeadModel): every layer dense, LayerNorm, GELU, learned positions.
 //       transformer.wte / wpe, transformer.h.N.ln_1 / ln_2 (weight, bias),
 //       attn.c_attn = [q;k;v]ᵀ (C,3C), attn.c_proj = o_projᵀ, mlp.c_fc = up_projᵀ (C,F),

@@ -231,10 +231,12 @@ static int mixtral_config(hf_config *h) {
     static const char *const silu[] = {"silu", NULL};
     if (check_keys(h, known) != BG_OK) return BG_ERR;
     double C = number_or(h, "hidden_size", 0), NH = number_or(h, "num_attention_heads", 0);
+    // Grouped-query attention: MixtralConfig's default is 8 key/value heads, null means
+    // one per query head; the config's check refuses a count that does not divide NH.
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(h->root, "num_key_value_heads");
-    if (kv && !cJSON_IsNull(kv) && (!cJSON_IsNumber(kv) || kv->valuedouble != NH))
-        return bg_error("%s: key \"num_key_value_heads\" is %g for %g heads: grouped-query attention "
-                        "is not in bagualu's model", h->path, cJSON_IsNumber(kv) ? kv->valuedouble : -1, NH);
+    if (kv && !cJSON_IsNull(kv) && !cJSON_IsNumber(kv))
+        return bg_error("%s: key \"num_key_value_heads\" is not a number", h->path);
+    cJSON_AddNumberToObject(h->out, "num_key_value_heads", !kv ? 8 : cJSON_IsNull(kv) ? NH : kv->valuedouble);
     const cJSON *hd = cJSON_GetObjectItemCaseSensitive(h->root, "head_dim");
     if (hd && !cJSON_IsNull(hd) && (!cJSON_IsNumber(hd) || NH <= 0 || hd->valuedouble * NH != C))
         return bg_error("%s: key \"head_dim\" must be hidden_size / num_attention_heads", h->path);
@@ -437,6 +439,12 @@ int import_hf(const char *hf_dir, const char *save_dir, long step, uint64_t seed
     int is_gpt2 = !strcmp(layout, "gpt2"), rc;
     if (!strcmp(layout, "mixtral")) rc = mixtral_config(&h);
     else if (!strcmp(layout, "gpt2")) rc = gpt2_config(&h);
+    else if (!strcmp(layout, "qwen2_moe"))
+        // Qwen2MoeSparseMoeBlock scales its shared expert by sigmoid(shared_expert_gate·x),
+        // a per-token gate bagualu's always-on shared experts do not have.
+        rc = bg_error("%s: tensor \"mlp.shared_expert_gate.weight\" of Qwen2-MoE (model_type "
+                      "\"qwen2_moe\") has no place in bagualu's model: its shared experts are not gated",
+                      path);
     else rc = bg_error("%s: key \"model_type\" is \"%s\": import reads mixtral and gpt2", path, layout);
     model_config cfg;
     if (rc == BG_OK) {

@@ -6,11 +6,12 @@
 // Import of a Hugging Face model directory (config.json and model.safetensors, or a
 // sharded model.safetensors.index.json) as a bagualu checkpoint: the inverse of
 // export_hf.h, for the two layouts it writes:
-//   Mixtral (model_type "mixtral"): the names are bagualu's already.
+//   Mixtral (model_type "mixtral"): the names are bagualu's already; num_key_value_heads
+//     (grouped-query attention; MixtralConfig's 8 when absent) sets k_proj/v_proj's rows.
 //   GPT-2 (model_type "gpt2"): Conv1D weights transposed back, c_attn split into q, k, v;
 //     names with or without the "transformer." prefix.
-// Nothing is dropped silently: a config key this model cannot represent (grouped-query
-// attention, sliding windows, rope scaling, Mixtral attention biases, another
+// Nothing is dropped silently: a config key this model cannot represent (key/value
+// heads that do not divide the heads, sliding windows, rope scaling, Mixtral attention biases, another
 // activation, any key not known to be harmless) and a tensor no parameter takes are
 // errors naming the key or tensor. GPT-2 imports with attention_bias and mlp_bias (its
 // linear biases become parameters); its causal-mask buffers (attn.bias,

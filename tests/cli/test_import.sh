@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # bagualu import: a Hugging Face directory back into a checkpoint. For a Mixtral-layout
-# MoE and a GPT-2-layout dense model: export -> import -> export gives the same bytes
+# MoE (with and without grouped-query attention) and a GPT-2-layout dense model:
+# export -> import -> export gives the same bytes
 # (f32, and bf16 exported from a bf16 import), a sharded index imports as the single
 # file does, the imported checkpoint evaluates to the original's loss (same weights:
 # bit for bit), trains on with --resume and generates. Every key or tensor the model
-# cannot represent (grouped-query attention, sliding window, rope scaling, another
+# cannot represent (key/value heads that do not divide the heads, sliding window, rope scaling, another
 # activation, Mixtral attention biases, a key it does not know, a tensor with no place)
 # is one line naming it, exit 2; GPT-2's non-zero biases come back out of an export
 # unchanged: nothing is dropped silently.
@@ -17,6 +18,12 @@ cat >"$D/moe.json" <<'JSON'
  "moe_intermediate_size": 32, "moe_layer_freq": 1, "norm": "rmsnorm", "hidden_act": "swiglu",
  "position_embedding": "rope", "tie_word_embeddings": false}
 JSON
+cat >"$D/gqa.json" <<'JSON'
+{"vocab_size": 32, "max_position_embeddings": 32, "hidden_size": 32, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4, "num_experts_per_tok": 2,
+ "moe_intermediate_size": 32, "moe_layer_freq": 1, "norm": "rmsnorm", "hidden_act": "swiglu",
+ "position_embedding": "rope", "tie_word_embeddings": false}
+JSON
 cat >"$D/dense.json" <<'JSON'
 {"vocab_size": 32, "max_position_embeddings": 32, "hidden_size": 32, "num_hidden_layers": 2,
  "num_attention_heads": 4, "intermediate_size": 64, "num_local_experts": 0}
@@ -26,7 +33,7 @@ JSON
 common=(--batch-size 4 --seq-len 16 --threads 2)
 loss_of() { "$BIN" eval --checkpoint "$1" --data "$D/val.bin" "${common[@]}" --batches 3 2>&1 | sed -n 's/^loss \([0-9.]*\) .*/\1/p'; }
 
-for m in moe dense; do
+for m in moe gqa dense; do
   "$BIN" train --config "$D/$m.json" --data "$D/train.bin" "${common[@]}" --steps 6 --lr 3e-3 \
     --save-dir "$D/$m-ck" >"$D/out" 2>&1 || { cat "$D/out"; bad "$m: training failed"; continue; }
   "$BIN" export --checkpoint "$D/$m-ck" --out "$D/$m-hf" >/dev/null 2>"$D/err" || { bad "$m export: $(cat "$D/err")"; continue; }
@@ -103,18 +110,31 @@ refuse() {  # name pattern src edit
   variant "$3" "bad-$1" "$4" && expect "$1" "$2" -- "$BIN" import --from "$D/bad-$1" --out "$D/bad-$1-ck"
   [ ! -e "$D/bad-$1-ck/latest" ] && ok || bad "$1: a checkpoint was written anyway"
 }
-refuse gqa '"num_key_value_heads" is 2' moe-hf 'c["num_key_value_heads"] = 2'
+refuse gqa-divide 'num_key_value_heads (3) must be positive and divide num_attention_heads (4)' moe-hf 'c["num_key_value_heads"] = 3'
+refuse gqa-default 'num_key_value_heads (8) must' moe-hf 'del c["num_key_value_heads"]'  # MixtralConfig's default: 8
 refuse sliding 'key "sliding_window"' moe-hf 'c["sliding_window"] = 4096'
 refuse rope-scaling 'key "rope_scaling"' moe-hf 'c["rope_scaling"] = {"type": "linear", "factor": 2.0}'
 refuse activation 'key "hidden_act" is gelu' moe-hf 'c["hidden_act"] = "gelu"'
 refuse attention-bias 'key "attention_bias"' moe-hf 'c["attention_bias"] = True'
 refuse shared-gate 'key "shared_expert_gate"' moe-hf 'c["shared_expert_gate"] = True'
-refuse qwen 'key "model_type" is "qwen2_moe"' moe-hf 'c["model_type"] = "qwen2_moe"'
+refuse qwen 'tensor "mlp.shared_expert_gate.weight" of Qwen2-MoE' moe-hf 'c["model_type"] = "qwen2_moe"'
+refuse deepseek 'key "model_type" is "deepseek"' moe-hf 'c["model_type"] = "deepseek"'
 refuse gpt2-gelu 'key "activation_function" is gelu' dense-hf 'c["activation_function"] = "gelu"'
 refuse extra-tensor 'tensor "model.layers.0.self_attn.q_proj.bias" has no place' moe-hf \
   't["model.layers.0.self_attn.q_proj.bias"] = ("F32", [32], struct.pack("<32f", *([0.5] * 32)))'
-refuse gqa-shapes '"num_key_value_heads" is 1' moe-hf \
-  'c["num_key_value_heads"] = 1; t["model.layers.0.self_attn.k_proj.weight"] = ("F32", [8, 32], bytes(4 * 8 * 32))'
+# k_proj of 4 heads where the config says 2, and of 1 head where it says 2
+refuse gqa-shapes "k_proj.weight': expected shape \\[16, 32\\], file has \\[32, 32\\]" moe-hf 'c["num_key_value_heads"] = 2'
+refuse gqa-shapes2 "v_proj.weight': expected shape \\[16, 32\\], file has \\[8, 32\\]" gqa-hf \
+  't["model.layers.1.self_attn.v_proj.weight"] = ("F32", [8, 32], bytes(4 * 8 * 32))'
+# The GQA model's k/v are what Mixtral's config says: 2 heads of 8.
+python3 - "$D/gqa-hf" <<'PY' && ok || bad "gqa export: k_proj/v_proj shapes or num_key_value_heads wrong"
+import json, struct, sys
+b = open(f"{sys.argv[1]}/model.safetensors", "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+c = json.load(open(f"{sys.argv[1]}/config.json"))
+assert c["num_key_value_heads"] == 2 and c["num_attention_heads"] == 4
+assert all(h[f"model.layers.{l}.self_attn.{p}_proj.weight"]["shape"] == [16, 32] for l in (0, 1) for p in "kv")
+assert h["model.layers.0.self_attn.q_proj.weight"]["shape"] == [32, 32]
+PY
 # GPT-2's biases are parameters: non-zero ones come back out of an export unchanged
 # (dropping one would export zeros there), and they change the model's loss.
 variant dense-hf gpt2-bias '

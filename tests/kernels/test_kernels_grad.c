@@ -455,8 +455,12 @@ static void test_swiglu(int N, int F) {
 
 // ---- RoPE -----------------------------------------------------------------------
 
+// qkv rows of C + 2·NKV·hs floats: q of NH heads, k and v of NKV (grouped-query
+// attention when NKV < NH).
+static size_t qkv_width(int C, int NH, int NKV) { return (size_t)C + 2 * (size_t)NKV * (C / NH); }
+
 typedef struct {
-    int B, T, C, NH;
+    int B, T, C, NH, NKV;
     double theta;
     double *qkv, *w, *out;
 } rope_ctx;
@@ -466,13 +470,13 @@ typedef struct {
 static double rope_loss(void *p) {
     rope_ctx *c = p;
     const int hs = c->C / c->NH, half = hs / 2;
-    const size_t n = (size_t)c->B * c->T * 3 * c->C;
+    const size_t W = qkv_width(c->C, c->NH, c->NKV), n = (size_t)c->B * c->T * W;
     memcpy(c->out, c->qkv, n * sizeof(double));
     for (int b = 0; b < c->B; b++)
         for (int t = 0; t < c->T; t++)
             for (int part = 0; part < 2; part++)
-                for (int h = 0; h < c->NH; h++) {
-                    const double *x = c->qkv + ((size_t)b * c->T + t) * 3 * c->C +
+                for (int h = 0; h < (part ? c->NKV : c->NH); h++) {
+                    const double *x = c->qkv + ((size_t)b * c->T + t) * W +
                                       (size_t)part * c->C + (size_t)h * hs;
                     double *y = c->out + (x - c->qkv);
                     for (int d = 0; d < hs; d++) {
@@ -485,13 +489,13 @@ static double rope_loss(void *p) {
     return weighted_sum(c->w, c->out, n);
 }
 
-static void test_rope(int B, int T, int C, int NH) {
+static void test_rope(int B, int T, int C, int NH, int NKV) {
     const int hs = C / NH, half = hs / 2;
     const float theta = 10000.0f;
-    const size_t n = (size_t)B * T * 3 * C;
+    const size_t W = qkv_width(C, NH, NKV), n = (size_t)B * T * W;
     float *qkv = falloc(n), *w = falloc(n);
     float *cos_t = falloc((size_t)T * half), *sin_t = falloc((size_t)T * half);
-    rope_ctx c = {B, T, C, NH, theta, dalloc(n), dalloc(n), dalloc(n)};
+    rope_ctx c = {B, T, C, NH, NKV, theta, dalloc(n), dalloc(n), dalloc(n)};
     fill_pair(qkv, c.qkv, n, 1.0);
     fill_pair(w, c.w, n, 1.0);
     char what[96];
@@ -499,12 +503,12 @@ static void test_rope(int B, int T, int C, int NH) {
     // Two products and a sum of O(1) values, with cos/sin rounded to float: ≤ ~4
     // half-ulps, 1e-6 absolute; v must come out bit-identical.
     rope_tables(cos_t, sin_t, T, hs, theta);
-    rope_forward(qkv, cos_t, sin_t, B, T, C, NH);
+    rope_forward(qkv, cos_t, sin_t, B, T, C, NH, NKV);
     rope_loss(&c);
-    snprintf(what, sizeof what, "rope fwd T=%d C=%d NH=%d", T, C, NH);
+    snprintf(what, sizeof what, "rope fwd T=%d C=%d NH=%d/%d", T, C, NH, NKV);
     tu_expect_close(what, qkv, c.out, n, 1e-6, 1e-6);
     for (size_t i = 0; i < n; i++)
-        if (i % (3 * (size_t)C) >= 2 * (size_t)C && qkv[i] != (float)c.qkv[i]) {
+        if (i % W >= (W + C) / 2 && qkv[i] != (float)c.qkv[i]) {
             TU_CHECK(0, "rope fwd changed v at %zu", i);
             break;
         }
@@ -515,8 +519,8 @@ static void test_rope(int B, int T, int C, int NH) {
     fd_grad(g, c.qkv, n, rope_loss, &c);
     float *d = falloc(n);
     memcpy(d, w, n * sizeof(float));
-    rope_backward(d, cos_t, sin_t, B, T, C, NH);
-    snprintf(what, sizeof what, "rope dqkv T=%d C=%d NH=%d", T, C, NH);
+    rope_backward(d, cos_t, sin_t, B, T, C, NH, NKV);
+    snprintf(what, sizeof what, "rope dqkv T=%d C=%d NH=%d/%d", T, C, NH, NKV);
     tu_expect_close(what, d, g, n, 1e-6, 1e-6);
 
     free(g), free(d), free(qkv), free(w), free(cos_t), free(sin_t);
@@ -526,23 +530,25 @@ static void test_rope(int B, int T, int C, int NH) {
 // ---- attention ------------------------------------------------------------------
 
 typedef struct {
-    int B, T, C, NH;
+    int B, T, C, NH, NKV;
     double *qkv, *w, *out, *att;
 } attention_ctx;
 
+// Query head h reads key/value head h / (NH/NKV), as transformers' repeat_kv.
 static double attention_loss(void *p) {
     attention_ctx *c = p;
-    const int B = c->B, T = c->T, C = c->C, NH = c->NH, hs = C / NH;
+    const int B = c->B, T = c->T, C = c->C, NH = c->NH, hs = C / NH, G = NH / c->NKV;
+    const size_t W = qkv_width(C, NH, c->NKV), KV = (size_t)c->NKV * hs;
     const double scale = 1.0 / sqrt((double)hs);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
-                const double *q = c->qkv + ((size_t)b * T + t) * 3 * C + (size_t)h * hs;
+                const double *q = c->qkv + ((size_t)b * T + t) * W + (size_t)h * hs;
                 double *a = c->att + (((size_t)b * NH + h) * T + t) * T;
                 double maxv = -INFINITY, sum = 0;
                 for (int t2 = 0; t2 < T; t2++) {
                     if (t2 > t) { a[t2] = 0; continue; }
-                    const double *k = c->qkv + ((size_t)b * T + t2) * 3 * C + C + (size_t)h * hs;
+                    const double *k = c->qkv + ((size_t)b * T + t2) * W + C + (size_t)(h / G) * hs;
                     double s = 0;
                     for (int i = 0; i < hs; i++) s += q[i] * k[i];
                     a[t2] = s * scale;
@@ -555,19 +561,19 @@ static double attention_loss(void *p) {
                     double s = 0;
                     for (int t2 = 0; t2 <= t; t2++)
                         s += a[t2] *
-                             c->qkv[((size_t)b * T + t2) * 3 * C + 2 * C + (size_t)h * hs + i];
+                             c->qkv[((size_t)b * T + t2) * W + C + KV + (size_t)(h / G) * hs + i];
                     o[i] = s;
                 }
             }
     return weighted_sum(c->w, c->out, (size_t)B * T * C);
 }
 
-static void test_attention(int B, int T, int C, int NH) {
-    const size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C,
+static void test_attention(int B, int T, int C, int NH, int NKV) {
+    const size_t nqkv = (size_t)B * T * qkv_width(C, NH, NKV), no = (size_t)B * T * C,
                  natt = (size_t)B * NH * T * T;
     float *qkv = falloc(nqkv), *out = falloc(no), *w = falloc(no), *att = falloc(natt),
           *scratch = falloc(natt);
-    attention_ctx c = {B, T, C, NH, dalloc(nqkv), dalloc(no), dalloc(no), dalloc(natt)};
+    attention_ctx c = {B, T, C, NH, NKV, dalloc(nqkv), dalloc(no), dalloc(no), dalloc(natt)};
     fill_pair(qkv, c.qkv, nqkv, 1.0);
     fill_pair(w, c.w, no, 1.0);
     tu_fill_normal(att, natt, 100.0);      // stale values must be overwritten,
@@ -578,11 +584,11 @@ static void test_attention(int B, int T, int C, int NH) {
     // out is a T-term convex combination of O(1) values. All ≤ ~20 roundings of
     // O(1) numbers: 1e-5 absolute/relative with margin. att above the diagonal is
     // compared too (the reference holds exact zeros there).
-    attention_forward(out, att, qkv, B, T, C, NH);
+    attention_forward(out, att, qkv, B, T, C, NH, NKV);
     attention_loss(&c);
-    snprintf(what, sizeof what, "attention fwd T=%d C=%d NH=%d", T, C, NH);
+    snprintf(what, sizeof what, "attention fwd T=%d C=%d NH=%d/%d", T, C, NH, NKV);
     tu_expect_close(what, out, c.out, no, 1e-5, 1e-5);
-    snprintf(what, sizeof what, "attention att T=%d C=%d NH=%d", T, C, NH);
+    snprintf(what, sizeof what, "attention att T=%d C=%d NH=%d/%d", T, C, NH, NKV);
     tu_expect_close(what, att, c.att, natt, 1e-6, 1e-5);
 
     // Backward chains the two passes (dots, softmax backward, T-term sums): about
@@ -590,8 +596,8 @@ static void test_attention(int B, int T, int C, int NH) {
     double *g = dalloc(nqkv);
     fd_grad(g, c.qkv, nqkv, attention_loss, &c);
     grad_buf d = grad_new(nqkv);
-    attention_backward(d.g, scratch, w, qkv, att, B, T, C, NH);
-    snprintf(what, sizeof what, "attention dqkv T=%d C=%d NH=%d", T, C, NH);
+    attention_backward(d.g, scratch, w, qkv, att, B, T, C, NH, NKV);
+    snprintf(what, sizeof what, "attention dqkv T=%d C=%d NH=%d/%d", T, C, NH, NKV);
     expect_accumulated(what, d.g, d.g0, g, nqkv, 1e-5, 1e-5);
 
     free(g);
@@ -748,11 +754,14 @@ int main(void) {
     test_gelu();
     test_swiglu(5, 7);
     test_swiglu(3, 33);
-    test_rope(2, 5, 12, 3);   // hs 4
-    test_rope(1, 7, 20, 2);   // hs 10: half 5, odd
-    test_attention(2, 5, 12, 3);  // hs 4
-    test_attention(1, 7, 15, 3);  // hs 5, odd
-    test_attention(2, 1, 8, 2);   // T=1: one key, att = 1
+    test_rope(2, 5, 12, 3, 3);   // hs 4
+    test_rope(1, 7, 20, 2, 2);   // hs 10: half 5, odd
+    test_rope(2, 5, 16, 4, 2);   // grouped-query: k has 2 heads
+    test_attention(2, 5, 12, 3, 3);  // hs 4
+    test_attention(1, 7, 15, 3, 3);  // hs 5, odd
+    test_attention(2, 1, 8, 2, 2);   // T=1: one key, att = 1
+    test_attention(2, 5, 16, 4, 2);  // grouped-query: dK, dV sum over 2 query heads
+    test_attention(1, 6, 12, 3, 1);  // multi-query
     test_crossentropy(6, 37);
     test_crossentropy(2, 1);  // V=1: loss 0, gradient 0
     test_residual();

@@ -38,10 +38,10 @@ static void test_attention_causal(void) {
                  natt = (size_t)B * NH * T * T;
     float *qkv = random_floats(nqkv, 1.0), *out1 = falloc(no), *out2 = falloc(no);
     float *att1 = falloc(natt), *att2 = falloc(natt);
-    attention_forward(out1, att1, qkv, B, T, C, NH);
+    attention_forward(out1, att1, qkv, B, T, C, NH, NH);
     for (int b = 0; b < B; b++)
         for (int i = 0; i < 3 * C; i++) qkv[((size_t)b * T + t0) * 3 * C + i] += 1.0f;
-    attention_forward(out2, att2, qkv, B, T, C, NH);
+    attention_forward(out2, att2, qkv, B, T, C, NH, NH);
     for (int b = 0; b < B; b++) {
         const size_t row = (size_t)b * T * C;
         TU_CHECK(same_bits(out1 + row, out2 + row, (size_t)t0 * C),
@@ -69,7 +69,7 @@ static void test_attention_causal(void) {
     const int tq = 2;
     float *dout = falloc(no), *dqkv = falloc(nqkv), *scratch = random_floats(natt, 1.0);
     for (int i = 0; i < C; i++) dout[((size_t)1 * T + tq) * C + i] = (float)tu_normal();
-    attention_backward(dqkv, scratch, dout, qkv, att2, B, T, C, NH);
+    attention_backward(dqkv, scratch, dout, qkv, att2, B, T, C, NH, NH);
     for (size_t i = 0; i < nqkv; i++) {
         const int b = (int)(i / ((size_t)T * 3 * C)), t = (int)(i / (3 * C) % T);
         if (b == 0 || t > tq) {
@@ -119,11 +119,11 @@ static void run_rmsnorm_bwd(void *p) {
 }
 static void run_attention_fwd(void *p) {
     det_ctx *c = p;
-    attention_forward(c->out, c->g2, c->qkv, c->B, c->T, c->C, c->NH);
+    attention_forward(c->out, c->g2, c->qkv, c->B, c->T, c->C, c->NH, c->NH);
 }
 static void run_attention_bwd(void *p) {
     det_ctx *c = p;
-    attention_backward(c->g1, c->scratch, c->dy, c->qkv, c->att, c->B, c->T, c->C, c->NH);
+    attention_backward(c->g1, c->scratch, c->dy, c->qkv, c->att, c->B, c->T, c->C, c->NH, c->NH);
 }
 static void run_crossentropy(void *p) {
     det_ctx *c = p;
@@ -173,7 +173,7 @@ static void test_thread_invariance(void) {
     float *mean = falloc(N), *rstd = falloc(N), *att = falloc(natt), *lse = falloc(N);
     float *tmp = falloc(nx), *losses = falloc(N);
     layernorm_forward(tmp, mean, rstd, x, w, w, N, C, 1e-5f);
-    attention_forward(tmp, att, qkv, B, T, C, NH);
+    attention_forward(tmp, att, qkv, B, T, C, NH, NH);
     crossentropy_forward(losses, lse, logits, tokens, N, V);
 
     det_ctx c = {B, T, C, NH, V, N, tokens, x, w, dy, qkv, att, logits, mean, rstd, lse,
@@ -254,8 +254,8 @@ static void test_rope_roundtrip(void) {
     float *cos_t = falloc((size_t)T * hs / 2), *sin_t = falloc((size_t)T * hs / 2);
     rope_tables(cos_t, sin_t, T, hs, 500000.0f);
     float *x = random_floats(n, 1.0), *y = copy_floats(x, n);
-    rope_forward(y, cos_t, sin_t, B, T, C, NH);
-    rope_backward(y, cos_t, sin_t, B, T, C, NH);
+    rope_forward(y, cos_t, sin_t, B, T, C, NH, NH);
+    rope_backward(y, cos_t, sin_t, B, T, C, NH, NH);
     double worst = 0;
     for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)y[i] - x[i]));
     // Two rotations of O(1) values, each a few roundings, and cos²+sin² = 1 only

@@ -1,5 +1,6 @@
 // Config parsing and the parameter table: names, shapes, offsets, counts.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -67,5 +68,31 @@ int main(void) {
     TU_CHECK(model_config_parse(&bad, "{\"vocab_size\": 10}", "x") == BG_ERR &&
                  strstr(bg_last_error(), "missing required key"), "missing key");
     TU_CHECK(model_config_parse(&bad, "[1,2]", "x") == BG_ERR, "not an object");
+
+    // num_key_value_heads: absent = heads; a divisor of heads gives k and v that many
+    // heads (and the decode/param counts follow); 0 or a non-divisor is refused.
+#define GQA_BASE "{\"vocab_size\": 10, \"max_position_embeddings\": 8, \"hidden_size\": 16, " \
+                 "\"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"intermediate_size\": 8"
+    model_config g;
+    TU_CHECK(model_config_parse(&g, GQA_BASE "}", "x") == BG_OK && g.num_key_value_heads == 4,
+             "num_key_value_heads defaults to the heads");
+    TU_CHECK(model_config_parse(&g, GQA_BASE ", \"num_key_value_heads\": 2}", "x") == BG_OK &&
+                 model_kv_heads(&g) == 2 && model_qkv_width(&g) == 16 + 2 * 8, "GQA config");
+    param_table gt;
+    param_table_build(&gt, &g);
+    const param_tensor *gk = param_table_find(&gt, "model.layers.0.self_attn.k_proj.weight");
+    TU_CHECK(gk && gk->shape[0] == 8 && gk->shape[1] == 16, "GQA k_proj is (kv heads * head size, C)");
+    TU_CHECK(model_active_matmul_params(&g) == 2 * 16 * 16 + 2 * 16 * 8 + 2 * 16 * 8 + 10 * 16,
+             "GQA active matmul parameters");
+    param_table_free(&gt);
+    char *gtext = model_config_to_json(&g);
+    model_config g2;
+    TU_CHECK(model_config_parse(&g2, gtext, "rt") == BG_OK && !memcmp(&g, &g2, sizeof g), "GQA round trip");
+    free(gtext);
+    TU_CHECK(model_config_parse(&bad, GQA_BASE ", \"num_key_value_heads\": 3}", "x") == BG_ERR &&
+                 strstr(bg_last_error(), "num_key_value_heads (3) must be positive and divide num_attention_heads (4)"),
+             "kv heads not dividing heads: %s", bg_last_error());
+    TU_CHECK(model_config_parse(&bad, GQA_BASE ", \"num_key_value_heads\": 0}", "x") == BG_ERR &&
+                 strstr(bg_last_error(), "num_key_value_heads must be positive"), "kv heads 0");
     return tu_finish("config_params");
 }

@@ -209,14 +209,16 @@ static void check_sampling(void) {
 int main(void) {
     struct {
         const char *label;
-        int rope, rms_swiglu, experts, freq, shared;
+        int rope, rms_swiglu, experts, freq, shared, kv_heads;
     } cases[] = {
-        {"learned, layernorm/gelu, MoE", 0, 0, 4, 1, 0},
-        {"rope, rmsnorm/swiglu, MoE+shared", 1, 1, 4, 1, 1},
-        {"rope, layernorm/gelu, MoE every 2nd", 1, 0, 4, 2, 0},
-        {"learned, rmsnorm/swiglu, dense", 0, 1, 0, 1, 0},
-        {"rope, layernorm/gelu, dense", 1, 0, 0, 1, 0},
-        {"rope, rmsnorm/swiglu, MoE, 320 ctx", 1, 1, 4, 1, 0},
+        {"learned, layernorm/gelu, MoE", 0, 0, 4, 1, 0, 0},
+        {"rope, rmsnorm/swiglu, MoE+shared", 1, 1, 4, 1, 1, 0},
+        {"rope, layernorm/gelu, MoE every 2nd", 1, 0, 4, 2, 0, 0},
+        {"learned, rmsnorm/swiglu, dense", 0, 1, 0, 1, 0, 0},
+        {"rope, layernorm/gelu, dense", 1, 0, 0, 1, 0, 0},
+        {"rope, rmsnorm/swiglu, MoE, 320 ctx", 1, 1, 4, 1, 0, 0},
+        {"rope, rmsnorm/swiglu, MoE, GQA 4/2", 1, 1, 4, 1, 0, 2},  // the smaller cache
+        {"learned, layernorm/gelu, dense, multi-query", 0, 0, 0, 1, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         model_config cfg;
@@ -226,6 +228,7 @@ int main(void) {
         cfg.num_local_experts = cases[i].experts;
         cfg.moe_layer_freq = cases[i].freq;
         cfg.num_shared_experts = cases[i].shared;
+        cfg.num_key_value_heads = cases[i].kv_heads;  // 0: one per query head
         cfg.tie_word_embeddings = (int)(i % 2);
         if (strstr(cases[i].label, "320 ctx")) cfg.max_position_embeddings = T_LONG, cfg.hidden_size = 64;
         BG_ASSERT(model_config_validate(&cfg, "test") == BG_OK);

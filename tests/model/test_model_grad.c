@@ -172,5 +172,14 @@ int main(void) {
     h.norm = NORM_RMSNORM;
     h.position_embedding = POS_ROPE;
     check_config("dense swiglu+rope, attention_bias + mlp_bias", &h, 2, 3, 13);
+    // Grouped-query attention: 4 query heads over 2 key/value heads (k, v, their biases
+    // and RoPE on the narrower k), and one key/value head for all (multi-query).
+    model_config q = e;
+    q.num_attention_heads = 4;
+    q.num_key_value_heads = 2;
+    check_config("rmsnorm+swiglu+rope, GQA 4/2 heads, attention_bias", &q, 2, 4, 15);
+    model_config q1 = d;
+    q1.num_key_value_heads = 1;
+    check_config("dense, multi-query (3 heads, 1 kv head)", &q1, 2, 3, 17);
     return tu_finish("model_grad");
 }

@@ -244,7 +244,7 @@ class Reference:
         c, p = self.cfg, self.p
         B, T = inputs.shape
         C, NH, L, V = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"], c["vocab_size"]
-        hs = C // NH
+        hs, KVH = C // NH, c.get("num_key_value_heads", NH)
         x = p["model.embed_tokens.weight"][inputs]
         if c["position_embedding"] == "learned":
             x = x + p["model.embed_positions.weight"][:T]
@@ -257,8 +257,11 @@ class Reference:
             pre = f"model.layers.{l}"
             h = self.norm(x, pre + ".input_layernorm")
             q = split_heads(self.proj(h, pre + ".self_attn.q_proj"), NH)
-            k = split_heads(self.proj(h, pre + ".self_attn.k_proj"), NH)
-            v = split_heads(self.proj(h, pre + ".self_attn.v_proj"), NH)
+            k = split_heads(self.proj(h, pre + ".self_attn.k_proj"), KVH)
+            v = split_heads(self.proj(h, pre + ".self_attn.v_proj"), KVH)
+            # grouped-query attention, as transformers' repeat_kv: query head h reads
+            # key/value head h // (NH / KVH)
+            k, v = k.repeat_interleave(NH // KVH, 1), v.repeat_interleave(NH // KVH, 1)
             if c["position_embedding"] == "rope":
                 q, k = rope(q, cos, sin), rope(k, cos, sin)
             x = x + self.proj(merge_heads(causal_attention(q, k, v)), pre + ".self_attn.o_proj")

@@ -2,7 +2,7 @@
 # PyTorch parity: bagualu against a PyTorch reference written from the formulas
 # (reference_model.py), on the same weights and batch, for every config in configs/:
 # MoE top-1, top-2, top-3 of 8; dense GPT-2 style (LayerNorm+GELU+learned positions) and
-# Llama style (RMSNorm+SwiGLU+RoPE); shared experts; tied and untied embeddings;
+# Llama style (RMSNorm+SwiGLU+RoPE); grouped-query attention; shared experts; tied and untied embeddings;
 # moe_layer_freq 2. Compared: loss, aux and z losses, logits, routing, every parameter
 # gradient, and two AdamW steps (parameters, updates, m and v), each with relative error
 # max|bagualu - reference| / max|reference| per tensor <= 1e-4 (why: reference_model.py).
@@ -90,7 +90,7 @@ reference parity "${cases[@]}"
 reference mutants "$D/moe_top1" "$D/moe_top2" "$D/moe_top3_e8" "$D/dense_gpt2"
 
 # 3. Export, read back by Hugging Face names.
-for name in moe_top2 dense_gpt2 dense_gpt2_untied dense_gpt2_bias; do
+for name in moe_top2 moe_gqa dense_gpt2 dense_gpt2_untied dense_gpt2_bias; do
   ck="$D/$name/ckpt/step_00000000"
   for dt in f32 bf16 f16; do
     expect_export "$name $dt" 0 "exported" -- --checkpoint "$ck" --format hf --out "$D/$name/hf_$dt" --dtype "$dt"
