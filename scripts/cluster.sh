@@ -13,6 +13,12 @@
 # NAME-br, a subnet of 10.213.0.0/16 chosen from NAME, state in /tmp/bagualu-cluster-NAME.
 # Only addresses inside that subnet are used. `down` (and a failed `up`) removes
 # everything the cluster made. Exit 4 (and one line) where namespaces cannot be made.
+#
+# TCP between nodes: messages up to CLUSTER_TCP_EAGER bytes (default 4 MiB; 0: OpenMPI's
+# own 64 KiB and autotuned sockets) are sent eagerly into socket buffers that size, so the
+# kernel moves a chunk's bytes while the ranks compute. OpenMPI's TCP transport moves
+# bytes only inside MPI calls: a larger (rendezvous) message waits for the receiver's
+# next call before its bulk leaves, which the overlap of the exchange cannot hide.
 set -euo pipefail
 
 die() { echo "cluster: $*" >&2; exit "${2:-2}"; }
@@ -100,11 +106,16 @@ run() {
   awk -v s="$rpn" '{print $1 " slots=" s}' "$sd/nodes" >"$sd/hostfile"
   local subnet; subnet=$(cat "$sd/subnet")
   # Programs are run from the root file system, which every namespace shares.
+  local eager=${CLUSTER_TCP_EAGER:-4194304} tcp=()
+  [[ "$eager" =~ ^[0-9]+$ ]] || die "CLUSTER_TCP_EAGER must be a number of bytes"
+  [ "$eager" -gt 0 ] && tcp=(--mca btl_tcp_eager_limit "$eager" --mca btl_tcp_rndv_eager_limit "$eager"
+                             --mca btl_tcp_sndbuf "$eager" --mca btl_tcp_rcvbuf "$eager")
   local pass_env=(-x PATH) v
   for v in LD_LIBRARY_PATH OMP_NUM_THREADS; do [ -n "${!v:-}" ] && pass_env+=(-x "$v"); done
   mpirun --allow-run-as-root --oversubscribe -np $((n * rpn)) --hostfile "$sd/hostfile" \
     --map-by "ppr:$rpn:node" --mca plm_rsh_agent "$sd/agent" \
     --mca btl tcp,vader,self --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet" \
+    "${tcp[@]}" \
     "${pass_env[@]}" --wdir "$PWD" "$@"
 }
 

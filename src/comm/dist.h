@@ -191,6 +191,13 @@ static inline int dist_chunk_lo(int cnt, int k, int n_chunks) {
 // Must exceed the longest single transfer. Process-wide; set it before communicating.
 void dist_set_timeout(double seconds);
 
+// ---- skew probe (measuring only) -------------------------------------------------------
+// on: every all-to-all (the count exchange and the row exchanges) starts with a timed
+// barrier on its communicator, counted apart (dist_traffic.skew, not in seconds or
+// exposed): the time this rank waited for its slowest peer to arrive, which no overlap
+// can hide, separated from the exchange proper. Process-wide; off by default.
+void dist_set_skew_probe(int on);
+
 // ---- traffic counters ----------------------------------------------------------------
 // What a communicator moved since the last reset. A message is one transfer of a
 // non-empty payload to another rank as our algorithm issues it (inside a collective we
@@ -211,6 +218,8 @@ typedef struct {
     // waiting): the communication that computation did not hide. Equal to seconds for
     // blocking calls.
     double exposed;
+    // With the skew probe (dist_set_skew_probe): time in the barriers before exchanges.
+    double skew;
 } dist_traffic;
 
 void dist_traffic_get(const dist_comm *c, dist_traffic *out);

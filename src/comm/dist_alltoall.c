@@ -14,6 +14,7 @@ void dist_alltoall_i32(dist_comm *c, const int32_t *send, int32_t *recv, int n_p
         c->traffic.calls++;
         return;
     }
+    dist_probe_skew(c);
     double t0 = bg_now();
     if (dist_timeout() > 0) {  // the watchdog needs to know whom it waits for
         int n = c->size;
@@ -153,6 +154,9 @@ void dist_a2a_post(dist_a2a *h, int k) {
 dist_a2a *dist_a2a_begin(dist_comm *c, enum dist_a2a_algo algo, const float *send,
                          const int *send_counts, float *recv, const int *recv_counts, size_t width,
                          int n_chunks) {
+    // Not in open: a trip home opened between chunks' experts is not probed (its wait
+    // for the peer stays exposed).
+    dist_probe_skew(c);
     dist_a2a *h = dist_a2a_open(c, algo, send, send_counts, recv, recv_counts, width, n_chunks);
     for (int k = 0; k < n_chunks; k++) dist_a2a_post(h, k);
     return h;
@@ -251,6 +255,7 @@ void dist_alltoallv(dist_comm *c, enum dist_a2a_algo algo, const float *send,
     }
     // The flat reference: a single MPI_Alltoallv.
     BG_ASSERT(width >= 1 && width <= INT_MAX);
+    dist_probe_skew(c);
     double t0 = bg_now();
     int n = c->size;
     int *displs = bg_malloc(sizeof(int) * 2 * n);

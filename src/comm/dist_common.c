@@ -140,4 +140,5 @@ void dist_traffic_add(dist_traffic *sum, const dist_traffic *t) {
     sum->calls += t->calls;
     sum->seconds += t->seconds;
     sum->exposed += t->exposed;
+    sum->skew += t->skew;
 }

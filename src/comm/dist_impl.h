@@ -90,6 +90,8 @@ int dist_test_reqs(int n, MPI_Request *reqs);
 void dist_watch_begin(const char *op);
 void dist_watch_end(void);
 double dist_timeout(void);
+// With the skew probe on: a timed barrier on c, counted in c's traffic.skew.
+void dist_probe_skew(dist_comm *c);
 // Point-to-point form of MPI_Alltoallv (pure data movement, so the same bytes): posts
 // receives and sends into reqs[0..2n) and peers[0..2n); the own block is copied.
 void dist_p2p_post(dist_comm *c, const void *send, const int *scnt, const int *sdsp, void *recv,

@@ -136,6 +136,7 @@ dist_a2a *dist_a2a_begin(dist_comm *c, enum dist_a2a_algo algo, const float *sen
 }
 
 void dist_set_timeout(double seconds) { (void)seconds; }
+void dist_set_skew_probe(int on) { (void)on; }
 
 void dist_link_measure(dist_comm *c, dist_a2a_cost_in *io) {
     (void)c;

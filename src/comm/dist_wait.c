@@ -61,6 +61,17 @@ void dist_set_timeout(double seconds) {
 }
 double dist_timeout(void) { return g_timeout; }
 
+static int g_skew_probe;
+void dist_set_skew_probe(int on) { g_skew_probe = on != 0; }
+void dist_probe_skew(dist_comm *c) {
+    if (!g_skew_probe || c->local) return;
+    double t0 = bg_now();
+    dist_watch_begin("the skew probe's barrier");
+    DIST_MPI(MPI_Barrier(c->comm));
+    dist_watch_end();
+    c->traffic.skew += bg_now() - t0;
+}
+
 void dist_watch_begin(const char *op) {
     atomic_store(&g_blocking_since_us, (long long)(bg_now() * 1e6));
     atomic_store(&g_blocking_op, op);

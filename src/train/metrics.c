@@ -160,6 +160,8 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
                     m->ranks, m->a2a_bytes_intra, m->a2a_bytes_inter, m->a2a_msgs_inter,
                     m->a2a_seconds, m->a2a_exposed_seconds, m->allreduce_bytes,
                     m->allreduce_seconds);
+        if (m->ranks > 1 && m->a2a_skew_seconds > 0)
+            fprintf(s->log, ",\"a2a_skew_s\":%.4f", m->a2a_skew_seconds);
         if (m->extra_json) fprintf(s->log, ",%s", m->extra_json);
         fputs("}\n", s->log);
         fflush(s->log);

@@ -16,6 +16,7 @@ typedef struct {
     int ranks;                  // > 1: a parallel run; the traffic fields are set
     double a2a_bytes_intra, a2a_bytes_inter, a2a_msgs_inter, a2a_seconds;
     double a2a_exposed_seconds; // of a2a_seconds, the time computation waited
+    double a2a_skew_seconds;    // --a2a-skew-probe: barrier time before the exchanges
     double allreduce_bytes, allreduce_seconds;
     int fp16;                   // dynamic loss scaling: the two fields below are logged
     double loss_scale;          // the scale this step ran at

@@ -44,6 +44,7 @@ void train_flags_init(train_flags *f) {
         {"a2a-overlap", ARG_INT, &f->overlap, 0, "1: chunks overlap the expert compute (default); 0: the same chunks, each trip waits whole"},
         {"link-gbit", ARG_FLOAT, &f->link_gbit, 0, "--a2a auto: inter-node link in Gbit/s (default: measured at start)"},
         {"link-latency-us", ARG_FLOAT, &f->link_lat, 0, "--a2a auto: inter-node latency per message in us (default: measured)"},
+        {"a2a-skew-probe", ARG_SWITCH, &o->a2a_skew_probe, 0, "measuring: a timed barrier before every all-to-all, logged apart as a2a_skew_s (waiting for the slowest rank)"},
         {"comm-timeout", ARG_FLOAT, &f->comm_timeout, 0, "seconds without progress in a collective before a rank names its peer and exits (default 0: off)"},
         {"zero", ARG_STR, &f->zero, 0, "ZeRO-1: 1 shards the AdamW state over the ranks, 0 replicates it (default 1 under mpirun)"},
         {"max-expert-rows", ARG_LONG, &o->max_expert_rows, 0, "dropless MoE: stop when a rank would receive more expert rows in a step (default 8x batch-size x seq-len x k)"},

@@ -46,6 +46,7 @@ typedef struct {
     double link_gbit;           // auto: the inter-node link's Gbit/s (0: measure)
     double link_latency_us;     // auto: its per-message latency in us (< 0: measure)
     double comm_timeout;        // the watchdog's seconds (0: off; dist_set_timeout)
+    int a2a_skew_probe;         // 1: barrier before each all-to-all (dist_set_skew_probe)
     int zero;                   // ZeRO-1, optimizer state sharded: 1 on, 0 off, -1 on when
                                 // P > 1 (one process holds everything either way)
     long max_expert_rows;       // dropless expert parallelism: rows a rank may receive

@@ -208,6 +208,7 @@ int trainer_init(trainer *tr, const train_options *o) {
     memset(tr, 0, sizeof *tr);
     tr->opt = *o;
     dist_set_timeout(o->comm_timeout);  // before the first collective
+    dist_set_skew_probe(o->a2a_skew_probe);
     int rc = trainer_load_inputs(tr, o);
     if (agree(tr, rc) != BG_OK) {
         int report = tr->report_error;
@@ -507,6 +508,7 @@ static void step_traffic(trainer *tr, step_metrics *sm) {
     sm->a2a_msgs_inter = (double)(a2a.msgs_sent_inter);
     sm->a2a_seconds = a2a.seconds;
     sm->a2a_exposed_seconds = a2a.exposed;
+    sm->a2a_skew_seconds = a2a.skew;
     sm->allreduce_seconds = ar_world.seconds + ar_edp.seconds;
     sm->allreduce_bytes = (double)(ar_world.bytes_sent_intra + ar_world.bytes_sent_inter +
                                    ar_edp.bytes_sent_intra + ar_edp.bytes_sent_inter);

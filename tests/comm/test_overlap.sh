@@ -3,7 +3,7 @@
 # (P=4 on two emulated nodes of 2, 3 chunks): --a2a-overlap 1 and 0 give the same bits
 # (the same chunks through the same GEMMs), and so do flat, hierarchical and 2d
 # (exchanges only move bytes); the metrics log reports the exposed exchange time
-# beside the whole; --a2a auto runs and says what it chose; and the watchdog: a rank
+# beside the whole, and --a2a-skew-probe its barrier time apart; --a2a auto runs and says what it chose; and the watchdog: a rank
 # stopped mid-run is named by its peer, which exits within the timeout.
 . "$(dirname "$0")/dist_launch.sh"
 dist_have_mpi || exit 0
@@ -36,6 +36,13 @@ if awk 'match($0, /"a2a_s":[0-9.]*/) { s = substr($0, RSTART + 8, RLENGTH - 8) }
           if (e > s + 1e-3 || e < 0) bad = 1 } END { exit bad || n != 4 }' "$D/flat-1.jsonl" &&
    ! grep -q compute_s "$D/flat-1.jsonl"; then ok "a2a_exposed_s beside a2a_s in every step"
 else bad "exposed time fields: $(tail -1 "$D/flat-1.jsonl" | grep -o '"a2a_s.*')"; fi
+
+# The skew probe (a timed barrier before each exchange) changes no bits and logs its time.
+mpi --a2a flat --a2a-overlap 0 --a2a-skew-probe --log "$D/probe.jsonl" >"$D/out" 2>&1 &&
+  [ "$(bits "$D/probe.jsonl")" = "$(bits "$D/flat-0.jsonl")" ] &&
+  [ "$(grep -c '"a2a_skew_s":[0-9.]*[1-9]' "$D/probe.jsonl")" = 4 ] && ! grep -q a2a_skew_s "$D/flat-0.jsonl" &&
+  ok "--a2a-skew-probe: same bits, a2a_skew_s in every step" ||
+  { bad "--a2a-skew-probe: $(tail -1 "$D/probe.jsonl" | grep -o '"a2a_s.*')"; tail -3 "$D/out"; }
 
 mpi --a2a auto --link-gbit 1 --log "$D/auto.jsonl" >"$D/out" 2>&1 && grep -q "^a2a auto: " "$D/out" &&
   [ "$(bits "$D/auto.jsonl")" = "$(bits "$D/flat-1.jsonl")" ] &&
