@@ -541,8 +541,24 @@ void trainer_memory_report(const trainer *tr, memory_report *r) {
         .a2a_chunks = tr->par.a2a_chunks, .max_expert_rows = o->max_expert_rows,
         .zero = tr->zero.on,
         .snapshot_bytes = o->save_dir && o->save_async ? ckpt_snapshot_bytes(tr) : 0,
+        .a2a_algo = tr->par.a2a_algo,
+        .ranks_per_node = tr->world > 1 ? (tr->world + tr->layout.n_nodes - 1) / tr->layout.n_nodes : 0,
     };
     memory_plan(r, &tr->cfg, &in);
+}
+
+// Scratch this rank's communicators hold: their high-water mark (scratch only grows).
+size_t trainer_comm_scratch_held(const trainer *tr) {
+    if (tr->world <= 1) return 0;
+    const dist_layout *L = &tr->layout;
+    dist_comm *c[] = {L->world, L->ep_comm, L->edp_comm, L->node_comm};
+    size_t n = 0;
+    for (int i = 0; i < 4; i++) {
+        int seen = !c[i];
+        for (int j = 0; j < i && !seen; j++) seen = c[j] == c[i];
+        if (!seen) n += dist_scratch_held(c[i]);
+    }
+    return n;
 }
 
 // Peak resident memory of this process so far, MiB.
@@ -556,7 +572,7 @@ static double peak_rss_mib(void) {
 static void report_memory(trainer *tr, metrics_sink *sink, memory_report *r) {
     trainer_memory_report(tr, r);
     size_t *f[] = {&r->params, &r->grads, &r->optimizer, &r->activations, &r->moe_exchange,
-                   &r->moe_exchange_heap, &r->workspaces, &r->snapshot, &r->total};
+                   &r->moe_exchange_heap, &r->workspaces, &r->snapshot, &r->comm_scratch, &r->total};
     enum { NF = sizeof f / sizeof f[0] };
     double v[NF];
     for (int i = 0; i < NF; i++) v[i] = (double)*f[i];
@@ -754,10 +770,15 @@ int trainer_run(const train_options *o, int *report) {
             .eta_seconds = train_seconds / (tr.step - first_step) * (o->steps - tr.step),
             .ranks = P, .fp16 = o->dtype == BG_FP16, .loss_scale = tr.skipped_at > 0 ? tr.skipped_at : tr.loss_scale,
             .skipped = tr.skipped_at > 0, .routing = &health,
-            .peak_rss_mib = peak_rss_mib(), .memory = tr.step == first_step + 1 && !tr.rewinds ? &memory : NULL,
+            .peak_rss_mib = peak_rss_mib(), .comm_scratch_held = (double)trainer_comm_scratch_held(&tr),
+            .memory = tr.step == first_step + 1 && !tr.rewinds ? &memory : NULL,
             .skip_reason = tr.skip_reason, .skips_total = tr.skips_total,
             .extra_json = data_tokens_json(&tr, data_json, data_json_cap),
         };
+        if (P > 1 && tr.cfg.num_local_experts > 0) {
+            long bound, limit;
+            model_expert_rows(&tr.m, &bound, &limit, &sm.expert_rows_hwm, &sm.expert_rows_grown);
+        }
         int rewind = !tr.skip_reason && rewind_due(&tr, loss);
         long spike_step = tr.step;
         step_traffic(&tr, &sm);
