@@ -5,7 +5,9 @@
 #      without saves, alternated; (median with - median without) / SAVE_STEPS per save;
 #   2. the overhead of asynchronous saves: STEPS steps with a save every EVERY steps
 #      (--save-async 1, the default) against the same run without saves, alternated
-#      PAIRS times, medians of the total times.
+#      PAIRS times, medians of the total times (wall) and of the process CPU times (user
+#      + system: less sensitive to other jobs), and from the runs' JSONL the step's wait
+#      per save (the copy into the snapshot) and the writer thread's CPU per save.
 #
 #   bench/ckpt_save.sh        CONFIG=configs/m1.json STEPS=300 EVERY=100 PAIRS=3
 #                             SAVE_STEPS=4 NPS="1 2 4" BATCH=8 SEQ=64 THREADS=2 (per rank:
@@ -26,20 +28,21 @@ VOCAB=$(sed -n 's/.*"vocab_size": *\([0-9]*\).*/\1/p' "$CONFIG")
 MPIRUN=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe)
 echo "ckpt_save: $(lscpu | sed -n 's/^Model name: *//p'), $(git rev-parse --short HEAD), $CONFIG, global batch $BATCH x $SEQ"
 
-# seconds NP ARGS...: wall time of one `bagualu train` run
+# seconds NP ARGS...: wall time of one `bagualu train` run; its CPU time (user + system
+# of the processes) is left in $W/cpu
 seconds() {
     local np=$1; shift
-    local t0 t1 th=$((THREADS / np > 0 ? THREADS / np : 1))
+    local th=$((THREADS / np > 0 ? THREADS / np : 1)) TIMEFORMAT='%R %U %S'
     rm -rf "$W/s"
-    t0=$(date +%s.%N)
-    if [ "$np" -eq 1 ]; then
-        "$BIN" train --config "$CONFIG" --data "$W/data.bin" --batch-size "$BATCH" --seq-len "$SEQ" --threads "$th" "$@" >/dev/null
-    else
-        "${MPIRUN[@]}" -np "$np" "$BIN" train --config "$CONFIG" --data "$W/data.bin" --batch-size $((BATCH / np)) \
-            --seq-len "$SEQ" --threads "$th" "$@" >/dev/null
-    fi
-    t1=$(date +%s.%N)
-    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'
+    {
+        time if [ "$np" -eq 1 ]; then
+            "$BIN" train --config "$CONFIG" --data "$W/data.bin" --batch-size "$BATCH" --seq-len "$SEQ" --threads "$th" "$@" >/dev/null
+        else
+            "${MPIRUN[@]}" -np "$np" "$BIN" train --config "$CONFIG" --data "$W/data.bin" --batch-size $((BATCH / np)) \
+                --seq-len "$SEQ" --threads "$th" "$@" >/dev/null
+        fi
+    } 2>"$W/time"
+    tail -n 1 "$W/time" | awk -v f="$W/cpu" '{ printf "%.3f", $1; printf "%.3f\n", $2 + $3 > f }'
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -62,18 +65,27 @@ for np in $NPS; do
                np, (a - b) / n, a, b, kb / 1024 }'
 done
 
-with=() without=()
+with=() without=() cwith=() cwithout=()
+log_with() { seconds 1 --steps "$STEPS" --save-dir "$W/s" --save-every "$EVERY" --log "$W/log"; cat "$W/log" >>"$W/saves"; }
+: >"$W/saves"
 for ((i = 1; i <= PAIRS; i++)); do
     if ((i % 2)); then
-        with+=("$(seconds 1 --steps "$STEPS" --save-dir "$W/s" --save-every "$EVERY")")
-        without+=("$(seconds 1 --steps "$STEPS")")
+        with+=("$(log_with)"); cwith+=("$(cat "$W/cpu")")
+        without+=("$(seconds 1 --steps "$STEPS")"); cwithout+=("$(cat "$W/cpu")")
     else
-        without+=("$(seconds 1 --steps "$STEPS")")
-        with+=("$(seconds 1 --steps "$STEPS" --save-dir "$W/s" --save-every "$EVERY")")
+        without+=("$(seconds 1 --steps "$STEPS")"); cwithout+=("$(cat "$W/cpu")")
+        with+=("$(log_with)"); cwith+=("$(cat "$W/cpu")")
     fi
-    echo "async pair $i: with saves ${with[-1]} s, without ${without[-1]} s"
+    echo "async pair $i: with saves ${with[-1]} s (CPU ${cwith[-1]} s), without ${without[-1]} s (CPU ${cwithout[-1]} s)"
 done
 a=$(printf '%s\n' "${with[@]}" | median); b=$(printf '%s\n' "${without[@]}" | median)
-awk -v a="$a" -v b="$b" -v s="$STEPS" -v e="$EVERY" -v p="$PAIRS" 'BEGIN {
-    printf "async saves every %d of %d steps: median %.2f s vs %.2f s without: overhead %.2f%% (%d pairs)\n",
-           e, s, a, b, 100 * (a - b) / b, p }'
+ca=$(printf '%s\n' "${cwith[@]}" | median); cb=$(printf '%s\n' "${cwithout[@]}" | median)
+# The save lines of the JSONL: the step's wait and the writer thread's CPU, per save.
+read -r nsave block wcpu wsec < <(sed -n 's/.*"save_block_s":\([0-9.]*\),"save_writer_s":\([0-9.]*\),"save_writer_cpu_s":\([0-9.]*\).*/\1 \3 \2/p' \
+    "$W/saves" | awk '{ n++; b += $1; c += $2; w += $3 } END { printf "%d %.3f %.3f %.3f\n", n, n ? b / n : 0, n ? c / n : 0, n ? w / n : 0 }')
+awk -v a="$a" -v b="$b" -v ca="$ca" -v cb="$cb" -v s="$STEPS" -v e="$EVERY" -v p="$PAIRS" -v n="$nsave" \
+    -v bl="$block" -v wc="$wcpu" -v ws="$wsec" 'BEGIN {
+    printf "async saves every %d of %d steps: %d saves, per save: step waits %.3f s (snapshot copy), writer %.3f s, writer CPU %.3f s; a step takes %.3f s CPU\n",
+           e, s, n, bl, ws, wc, cb / s
+    printf "async overhead: wall median %.2f s vs %.2f s without: %.2f%%; CPU median %.2f s vs %.2f s: %.2f%% (%d pairs)\n",
+           a, b, 100 * (a - b) / b, ca, cb, 100 * (ca - cb) / cb, p }'

@@ -16,8 +16,8 @@ D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 MPIRUN=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
         mpirun --oversubscribe)
-printf "%-8s %2s %-9s %9s %9s %9s %11s %9s %10s %9s %9s\n" config P recompute params grads \
-  optimizer activations exchange workspaces snapshot "total MiB"
+printf "%-8s %2s %-9s %9s %9s %9s %11s %9s %10s %9s %9s %9s\n" config P recompute params grads \
+  optimizer activations exchange workspaces snapshot "comm scr" "total MiB"
 for cfg in $CONFIGS; do
   name=$(basename "$cfg" .json)
   V=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$cfg")
@@ -33,11 +33,11 @@ for cfg in $CONFIGS; do
       python3 - "$name" "$P" "$rc" "$line" <<'PY'
 import re, sys
 name, P, rc, line = sys.argv[1:]
-v = dict(re.findall(r"(parameters|gradients|optimizer|activations|MoE exchange|workspaces|snapshot|total) ([0-9.]+)", line))
+v = dict(re.findall(r"(parameters|gradients|optimizer|activations|MoE exchange|workspaces|snapshot|scratch|total) ([0-9.]+)", line))
 grown = re.search(r"up to ([0-9.]+) grown", line)
 ex = v["MoE exchange"] + (f"+{grown.group(1)}" if grown else "")
 print(f"{name:8s} {P:>2s} {rc:9s} {v['parameters']:>9s} {v['gradients']:>9s} {v['optimizer']:>9s} "
-      f"{v['activations']:>11s} {ex:>9s} {v['workspaces']:>10s} {v['snapshot']:>9s} {v['total']:>9s}")
+      f"{v['activations']:>11s} {ex:>9s} {v['workspaces']:>10s} {v['snapshot']:>9s} {v.get('scratch', '0'):>9s} {v['total']:>9s}")
 PY
     done
   done

@@ -146,6 +146,21 @@ enum dist_a2a_algo dist_a2a_choose(const dist_a2a_cost_in *in);
 void dist_link_measure(dist_comm *c, dist_a2a_cost_in *io);
 const char *dist_a2a_name(enum dist_a2a_algo algo);
 
+// Scratch a communicator keeps between calls (grow-only), sized by the functions below,
+// which the code that allocates calls too; they need no communicator, so the memory
+// report (model/memory_plan.c) and the planner predict it without MPI.
+#define DIST_BUCKET_BYTES_DEFAULT ((size_t)64 << 20)
+// The all-reduce of n elements of elem_bytes on P ranks: its largest bucket's parts.
+size_t dist_allreduce_scratch_bytes(int P, size_t n, size_t elem_bytes, size_t bucket_bytes);
+// The reduce-scatter's parts (f32) of a buffer of n elements; 0 when nothing moves.
+size_t dist_reduce_scatter_scratch_bytes(int P, size_t n, size_t bucket_bytes);
+// A bound on a hierarchical or 2d all-to-all's scratch (a node leader's, the largest),
+// for exchanges in which a rank sends and receives at most `rows` rows of row_bytes;
+// m ranks per node on `nodes` nodes of the communicator (fewer than 2: flat, none).
+size_t dist_a2a_scratch_bound(enum dist_a2a_algo algo, int m, int nodes, size_t rows, size_t row_bytes);
+// Bytes of scratch c holds now: its high-water mark, as scratch only grows.
+size_t dist_scratch_held(const dist_comm *c);
+
 // Rows of `width` floats. send holds send_counts[j] rows for each rank j, grouped by
 // j in rank order; recv receives recv_counts[i] rows from each rank i, grouped by i in
 // rank order. recv_counts must be what the ranks send (exchange counts first).

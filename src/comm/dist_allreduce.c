@@ -87,6 +87,7 @@ static void allreduce_bucket(dist_comm *c, enum red_kind k, char *buf, size_t n)
         rcnt[j] = mine;
         rdsp[j] = j * seg;
     }
+    // What dist_allreduce_scratch_bytes predicts for a first bucket of n.
     char *parts = dist_scratch(c, DIST_SCR_REDUCE, (size_t)P * seg * es);
     MPI_Datatype t = elem_type(k);
     if (dist_timeout() > 0) {  // point to point, so the watchdog can name a peer
@@ -116,8 +117,7 @@ static void allreduce(dist_comm *c, enum red_kind k, void *buf, size_t n) {
     c->traffic.calls++;
     if (c->size > 1) {
         size_t es = elem_size(k);
-        size_t bucket = c->bucket_bytes / es;
-        if (bucket > (size_t)INT32_MAX) bucket = INT32_MAX;  // MPI counts are int
+        size_t bucket = dist_bucket_elems(c->bucket_bytes, es);
         for (size_t off = 0; off < n; off += bucket)
             allreduce_bucket(c, k, (char *)buf + off * es, n - off < bucket ? n - off : bucket);
     }

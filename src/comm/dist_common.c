@@ -2,9 +2,8 @@
 #include "comm/dist_impl.h"
 #include "core/timer.h"
 
+#include <stdint.h>
 #include <string.h>
-
-enum { DIST_DEFAULT_BUCKET_BYTES = 64 << 20 };
 
 static dist_abort_handler g_abort_handler;
 
@@ -33,7 +32,7 @@ void dist_comm_setup(dist_comm *c, int rank, int size, const int *keys) {
     c->rank = rank;
     c->size = size;
     c->node_key = keys[rank];
-    c->bucket_bytes = DIST_DEFAULT_BUCKET_BYTES;
+    c->bucket_bytes = DIST_BUCKET_BYTES_DEFAULT;
     c->node_of = bg_malloc(sizeof(int) * size);
     c->local_rank = bg_malloc(sizeof(int) * size);
     c->members = bg_malloc(sizeof(int) * size);
@@ -85,6 +84,49 @@ void *dist_scratch(dist_comm *c, int slot, size_t bytes) {
         c->scratch_bytes[slot] = bytes;
     }
     return c->scratch[slot];
+}
+
+size_t dist_scratch_held(const dist_comm *c) {
+    size_t n = 0;
+    for (int i = 0; i < DIST_SCR_COUNT; i++) n += c->scratch[i] ? c->scratch_bytes[i] : 0;
+    return n;
+}
+
+size_t dist_bucket_elems(size_t bucket_bytes, size_t elem_bytes) {
+    size_t b = bucket_bytes / elem_bytes;
+    return b > (size_t)INT32_MAX ? (size_t)INT32_MAX : b;  // MPI counts are int
+}
+
+size_t dist_shard_piece_elems(int P, size_t n, size_t bucket_bytes) {
+    size_t e = bucket_bytes / sizeof(float) / (size_t)P;
+    // No longer than the longest segment: a small buffer holds no whole bucket.
+    size_t longest = n / (size_t)P + (n % (size_t)P != 0);
+    if (e > longest) e = longest;
+    if (e < 1) e = 1;
+    if (e > (size_t)INT32_MAX) e = INT32_MAX;
+    return e;
+}
+
+size_t dist_allreduce_scratch_bytes(int P, size_t n, size_t elem_bytes, size_t bucket_bytes) {
+    if (P <= 1 || n == 0) return 0;
+    size_t b = dist_bucket_elems(bucket_bytes, elem_bytes), m = n < b ? n : b;
+    // The first bucket is the largest; its longest segment sets the parts' stride.
+    size_t seg = m / (size_t)P + (m % (size_t)P != 0);
+    return (size_t)P * seg * elem_bytes;
+}
+
+size_t dist_reduce_scatter_scratch_bytes(int P, size_t n, size_t bucket_bytes) {
+    if (P <= 1 || n == 0) return 0;
+    return (size_t)P * dist_shard_piece_elems(P, n, bucket_bytes) * sizeof(float);
+}
+
+size_t dist_a2a_scratch_bound(enum dist_a2a_algo algo, int m, int nodes, size_t rows, size_t row_bytes) {
+    if (nodes < 2 || algo == DIST_A2A_FLAT) return 0;
+    // hierarchical: pack and receive (rows each), and the leader's gather, send by
+    // node, receive and send by local rank (m ranks' rows each); 2d: both phases' send
+    // and receive, the middle two holding m ranks' rows.
+    size_t k = algo == DIST_A2A_HIER ? 2 + 4 * (size_t)m : 2 + 2 * (size_t)m;
+    return k * rows * row_bytes;
 }
 
 int dist_rank(const dist_comm *c) { return c->rank; }

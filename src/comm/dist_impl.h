@@ -59,6 +59,10 @@ void dist_comm_setup(dist_comm *c, int rank, int size, const int *keys);
 void dist_comm_release(dist_comm *c);
 
 void *dist_scratch(dist_comm *c, int slot, size_t bytes);
+// Elements per all-reduce bucket (an int for MPI), and per reduce-scatter piece: the
+// allocating code and the scratch size functions of dist.h share them.
+size_t dist_bucket_elems(size_t bucket_bytes, size_t elem_bytes);
+size_t dist_shard_piece_elems(int P, size_t n, size_t bucket_bytes);
 
 // A world of one rank with no MPI behind it, and its row exchange (a copy).
 dist_comm *dist_local_comm(void);

@@ -17,13 +17,9 @@ enum { SHARD_TAG = 7301 };  // apart from any other point-to-point traffic on th
 
 static size_t seg_lo(size_t n, int j, int P) { return n * (size_t)j / (size_t)P; }
 
-// Elements per piece: the bucket split over the ranks, at least 1, an int for MPI.
-static size_t piece_elems(const dist_comm *c) {
-    size_t e = c->bucket_bytes / sizeof(float) / (size_t)c->size;
-    if (e < 1) e = 1;
-    if (e > (size_t)INT32_MAX) e = INT32_MAX;
-    return e;
-}
+// Elements per piece of an n-element buffer: the bucket split over the ranks, at most
+// the longest segment, at least 1, an int for MPI.
+static size_t piece_elems(const dist_comm *c, size_t n) { return dist_shard_piece_elems(c->size, n, c->bucket_bytes); }
 
 // Piece k of segment j: [*lo, *lo + return value) (0 when the segment is shorter).
 static size_t piece(size_t n, int j, int P, size_t k, size_t chunk, size_t *lo) {
@@ -60,7 +56,7 @@ void dist_reduce_scatter_sum_f32(dist_comm *c, float *buf, size_t n) {
     c->traffic.calls++;
     int P = c->size, me = c->rank;
     if (P > 1 && n > 0) {
-        size_t chunk = piece_elems(c), R = rounds(n, P, chunk);
+        size_t chunk = piece_elems(c, n), R = rounds(n, P, chunk);
         float *parts = dist_scratch(c, DIST_SCR_REDUCE, (size_t)P * chunk * sizeof(float));
         MPI_Request *req = bg_malloc(sizeof(MPI_Request) * 2 * (size_t)P);
         int *peer = bg_malloc(sizeof(int) * 2 * (size_t)P);  // for the watchdog
@@ -94,7 +90,7 @@ void dist_allgather_f32(dist_comm *c, float *buf, size_t n) {
     c->traffic.calls++;
     int P = c->size, me = c->rank;
     if (P > 1 && n > 0) {
-        size_t chunk = piece_elems(c), R = rounds(n, P, chunk);
+        size_t chunk = piece_elems(c, n), R = rounds(n, P, chunk);
         MPI_Request *req = bg_malloc(sizeof(MPI_Request) * 2 * (size_t)P);
         int *peer = bg_malloc(sizeof(int) * 2 * (size_t)P);  // for the watchdog
         for (size_t k = 0; k < R; k++) {

@@ -12,6 +12,12 @@ int io_fsync_path(const char *path);
 // Creates (or truncates) path, writes len bytes, fsyncs and closes; on any failure the
 // file is removed and BG_ERR returned (bg_error names path and cause).
 int io_write_file_synced(const char *path, const void *data, size_t len);
+// io_write_file_synced for a large image in memory, bypassing the page cache where the
+// file system allows (O_DIRECT: no copy into the cache, no write-back later, little CPU):
+// data must start at an IO_DIRECT_ALIGN boundary; the last partial block, and the whole
+// file where O_DIRECT is refused (tmpfs), go through ordinary writes.
+#define IO_DIRECT_ALIGN 4096
+int io_write_file_direct(const char *path, const void *data, size_t len);
 // Removes a directory that holds plain files only; best effort, errors ignored.
 void io_remove_flat_dir(const char *dir);
 // Puts the complete directory tmp under the name final. When final exists the two are

@@ -150,5 +150,11 @@ int st_write_fd(int fd, const char *name, const st_tensor_in *t, int count,
 // final place and fsyncing the directory is the caller's part.
 int st_write_file(const char *path, const st_tensor_in *t, int count, const st_meta *meta,
                   int meta_count, uint64_t *checksum);
+// The first bytes st_write_fd would write for these tensors (the 8-byte length and the
+// header), in *prefix (the caller frees it), and the data section's size: a file is then
+// the prefix followed by every tensor's bytes in the given order (data is not read), so
+// a caller can lay out a whole file image in memory (the asynchronous save's snapshot).
+int st_file_prefix(const char *name, const st_tensor_in *t, int count, const st_meta *meta, int meta_count,
+                   char **prefix, size_t *prefix_len, uint64_t *data_bytes);
 
 #endif

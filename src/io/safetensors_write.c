@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -75,7 +76,8 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 // Checks what the reader would check, so a file we write always reads back.
-static int check_input(const char *name, const st_tensor_in *t, int count, uint64_t *nbytes) {
+// need_data 0: only the header is wanted (st_file_prefix), data pointers are not read.
+static int check_input(const char *name, const st_tensor_in *t, int count, int need_data, uint64_t *nbytes) {
     for (int i = 0; i < count; i++) {
         const st_tensor_in *x = &t[i];
         if (!x->name) return bg_error("%s: tensor %d has no name", name, i);
@@ -104,7 +106,7 @@ static int check_input(const char *name, const st_tensor_in *t, int count, uint6
         }
         if (__builtin_mul_overflow(numel, (uint64_t)st_dtype_size(x->dtype), &nbytes[i]))
             return bg_error("%s: tensor '%s': byte size overflows", name, x->name);
-        if (nbytes[i] && !x->data) return bg_error("%s: tensor '%s': no data", name, x->name);
+        if (need_data && nbytes[i] && !x->data) return bg_error("%s: tensor '%s': no data", name, x->name);
     }
     // Duplicates through sorting: a large MoE checkpoint has tens of thousands of tensors.
     const char **names = bg_malloc(sizeof(char *) * (size_t)(count ? count : 1));
@@ -169,32 +171,50 @@ static int write_converted(st_sink *s, const st_tensor_in *x, uint64_t nbytes) {
     return BG_OK;
 }
 
-int st_write_fd(int fd, const char *name, const st_tensor_in *t, int count, const st_meta *meta,
-                int meta_count, uint64_t *checksum) {
+// The file's first bytes (length + header) and the data size: what st_write_fd and
+// st_file_prefix share.
+static int make_prefix(const char *name, const st_tensor_in *t, int count, const st_meta *meta,
+                       int meta_count, int need_data, char **prefix, size_t *prefix_len, uint64_t *nbytes) {
     if (count < 0 || meta_count < 0) return bg_error("%s: negative tensor or metadata count", name);
     if (check_meta(name, meta, meta_count) != BG_OK) return BG_ERR;
-    uint64_t *nbytes = bg_malloc(sizeof(uint64_t) * (size_t)(count ? count : 1));
-    if (check_input(name, t, count, nbytes) != BG_OK) {
-        free(nbytes);
-        return BG_ERR;
-    }
+    if (check_input(name, t, count, need_data, nbytes) != BG_OK) return BG_ERR;
     size_t hlen;
     char *header = build_header(name, t, count, nbytes, meta, meta_count, &hlen);
-    if (!header) {
-        free(nbytes);
-        return BG_ERR;
+    if (!header) return BG_ERR;
+    if (hlen > ST_MAX_HEADER_BYTES) {
+        free(header);
+        return bg_error("%s: header of %zu bytes exceeds the %llu-byte limit readers enforce", name, hlen,
+                        ST_MAX_HEADER_BYTES);
     }
-    int rc = BG_OK;
-    if (hlen > ST_MAX_HEADER_BYTES)
-        rc = bg_error("%s: header of %zu bytes exceeds the %llu-byte limit readers enforce", name,
-                      hlen, ST_MAX_HEADER_BYTES);
+    char *out = bg_malloc(8 + hlen);
+    for (int i = 0; i < 8; i++) out[i] = (char)(uint8_t)((uint64_t)hlen >> (8 * i));
+    memcpy(out + 8, header, hlen);
+    free(header);
+    *prefix = out;
+    *prefix_len = 8 + hlen;
+    return BG_OK;
+}
 
+int st_file_prefix(const char *name, const st_tensor_in *t, int count, const st_meta *meta, int meta_count,
+                   char **prefix, size_t *prefix_len, uint64_t *data_bytes) {
+    uint64_t *nbytes = bg_malloc(sizeof(uint64_t) * (size_t)(count > 0 ? count : 1));
+    int rc = make_prefix(name, t, count, meta, meta_count, 0, prefix, prefix_len, nbytes);
+    uint64_t sum = 0;
+    for (int i = 0; i < count && rc == BG_OK; i++) sum += nbytes[i];
+    if (rc == BG_OK) *data_bytes = sum;
+    free(nbytes);
+    return rc;
+}
+
+int st_write_fd(int fd, const char *name, const st_tensor_in *t, int count, const st_meta *meta,
+                int meta_count, uint64_t *checksum) {
+    uint64_t *nbytes = bg_malloc(sizeof(uint64_t) * (size_t)(count > 0 ? count : 1));
+    char *prefix = NULL;
+    size_t plen = 0;
+    int rc = make_prefix(name, t, count, meta, meta_count, 1, &prefix, &plen, nbytes);
     st_sink s = {.fd = fd, .name = name};
     XXH64_reset(&s.hash, 0);
-    uint8_t len_le[8];
-    for (int i = 0; i < 8; i++) len_le[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-    if (rc == BG_OK) rc = sink_write(&s, len_le, 8);
-    if (rc == BG_OK) rc = sink_write(&s, header, hlen);
+    if (rc == BG_OK) rc = sink_write(&s, prefix, plen);
     for (int i = 0; i < count && rc == BG_OK; i++) {
         st_dtype src = t[i].src_dtype ? t[i].src_dtype : t[i].dtype;
         if (nbytes[i] == 0) continue;
@@ -206,7 +226,7 @@ int st_write_fd(int fd, const char *name, const st_tensor_in *t, int count, cons
     if (rc == BG_OK && fsync(fd) != 0 && errno != EINVAL)
         rc = bg_error("%s: fsync failed (%s)", name, strerror(errno));
     if (rc == BG_OK && checksum) *checksum = XXH64_digest(&s.hash);
-    free(header);
+    free(prefix);
     free(nbytes);
     return rc;
 }

@@ -1,6 +1,7 @@
 // The memory report (memory_plan.h): the run's allocations replayed on measuring arenas.
 #include "model/memory_plan.h"
 #include "core/arena.h"
+#include "comm/dist.h"
 #include "kernels/kernels.h"
 #include "model/zero_shard.h"
 #include "moe/capacity.h"
@@ -30,6 +31,36 @@ static size_t exchange_arena_bytes(const moe_shape *s, int N, int cache) {
         moe_dispatcher_local.scratch_layout(&ds, &xs, &without, &local, N);
     }
     return align64(with.used) - align64(without.used);
+}
+
+// The scratch the communicators keep after a step (comm/dist.h's size functions): the
+// world reduces the dense gradients, the expert-data-parallel group (P/EP ranks) the
+// experts' (all-reduce, or reduce-scatter under ZeRO-1), and a hierarchical or 2d
+// exchange over the EP group packs rows through node leaders. The scalar statistics'
+// all-reduces (a few doubles) share the reduction slot and stay below these.
+static size_t comm_scratch_bytes(const model_config *c, const memory_plan_input *in, const moe_parallel *mp,
+                                 int P, int EP, size_t numel, size_t dense, long expert_rows, int N) {
+    if (P <= 1) return 0;
+    const size_t bucket = DIST_BUCKET_BYTES_DEFAULT;
+    size_t experts = numel - dense, n = 0;
+    int edp = P / EP;
+    n += in->zero ? dist_reduce_scatter_scratch_bytes(P, dense, bucket)
+                  : dist_allreduce_scratch_bytes(P, dense, sizeof(float), bucket);
+    if (edp > 1)
+        n += in->zero ? dist_reduce_scatter_scratch_bytes(edp, experts, bucket)
+                      : dist_allreduce_scratch_bytes(edp, experts, sizeof(float), bucket);
+    if (EP > 1 && c->num_local_experts > 0) {
+        // EP groups are consecutive ranks: min(EP, R) of a group share a node.
+        int R = in->ranks_per_node > 0 && in->ranks_per_node < P ? in->ranks_per_node : P;
+        int m = EP < R ? EP : R, nodes = (EP + m - 1) / m;
+        // A trip sends this rank's routed rows and receives at most the expert rows.
+        size_t sent = (size_t)N * (size_t)c->num_experts_per_tok;
+        size_t got = expert_rows > 0 ? (size_t)expert_rows : (size_t)mp->max_rows + (size_t)mp->max_rows / 8;
+        size_t rows = sent > got ? sent : got;
+        n += dist_a2a_scratch_bound((enum dist_a2a_algo)in->a2a_algo, m, nodes, rows,
+                                    (size_t)c->hidden_size * sizeof(float));
+    }
+    return n;
 }
 
 void memory_plan(memory_report *r, const model_config *c, const memory_plan_input *in) {
@@ -92,6 +123,7 @@ void memory_plan(memory_report *r, const model_config *c, const memory_plan_inpu
     r->workspaces = rounded + (size_t)c->num_hidden_layers * sizeof(layer_acts) +
                     2 * (size_t)N * sizeof(int);
     r->snapshot = in->snapshot_bytes;
+    r->comm_scratch = comm_scratch_bytes(c, in, &mp, P, EP, numel, dense, r->expert_rows, N);
     r->total = r->params + r->grads + r->optimizer + r->activations + r->moe_exchange +
-               r->moe_exchange_heap + r->workspaces + r->snapshot;
+               r->moe_exchange_heap + r->workspaces + r->snapshot + r->comm_scratch;
 }

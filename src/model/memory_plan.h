@@ -22,6 +22,8 @@ typedef struct {
     long max_expert_rows;       // dropless expert parallelism's limit (0: 8x the share)
     int zero;                   // ZeRO-1: AdamW state sharded (zero_shard_make)
     size_t snapshot_bytes;      // asynchronous saves' snapshot buffer (0: none)
+    int a2a_algo;               // enum dist_a2a_algo of the MoE exchange (0: flat)
+    int ranks_per_node;         // of the world's layout (0: all on one node)
 } memory_plan_input;
 
 typedef struct {
@@ -34,6 +36,9 @@ typedef struct {
     size_t workspaces;          // kernel scratch (rounded weight copies), the per-layer
                                 // table and the batch buffers: an estimate
     size_t snapshot;            // asynchronous saves
+    size_t comm_scratch;        // the communicators' scratch: the gradient reduction's
+                                // buckets (world, expert-data-parallel) and a bound of the
+                                // hierarchical / 2d exchange's buffers (comm/dist.h)
     size_t total;               // the sum
     size_t arena;               // activations + moe_exchange: model.arena's capacity
     size_t numel, owned;        // parameters held, optimizer elements owned

@@ -25,9 +25,9 @@ void plan_layout_defaults(plan_layout *l) {
 
 static void max_into(memory_report *m, const memory_report *r) {
     size_t *a[] = {&m->params, &m->grads, &m->optimizer, &m->activations, &m->moe_exchange,
-                   &m->moe_exchange_heap, &m->workspaces, &m->snapshot, &m->arena, &m->numel, &m->owned};
+                   &m->moe_exchange_heap, &m->workspaces, &m->snapshot, &m->comm_scratch, &m->arena, &m->numel, &m->owned};
     const size_t *b[] = {&r->params, &r->grads, &r->optimizer, &r->activations, &r->moe_exchange,
-                         &r->moe_exchange_heap, &r->workspaces, &r->snapshot, &r->arena, &r->numel, &r->owned};
+                         &r->moe_exchange_heap, &r->workspaces, &r->snapshot, &r->comm_scratch, &r->arena, &r->numel, &r->owned};
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
         if (*b[i] > *a[i]) *a[i] = *b[i];
     if (r->expert_rows > m->expert_rows) m->expert_rows = r->expert_rows;
@@ -36,13 +36,15 @@ static void max_into(memory_report *m, const memory_report *r) {
 // One rank's memory as `bagualu train` reports it: each component the largest over the
 // ranks (every rank up to 256; beyond, ranks 0 and P-1: every rank holds E/EP experts
 // and the ZeRO slices differ by at most one element).
-static void plan_memory(memory_report *m, const model_config *c, const plan_layout *l, int ep, int zero) {
+static void plan_memory(memory_report *m, const model_config *c, const plan_layout *l, int ep, int zero, int R) {
     model_options opt = {.attention = MODEL_ATTN_FLASH, .lm_head_chunk = MODEL_LM_HEAD_CHUNK,
                          .loss_scale = 1, .recompute = l->recompute};
     int P = l->P / (l->tp * l->pp);
     bg_dtype dt = l->dtype == PLAN_FP32 ? BG_FP32 : l->dtype == PLAN_FP16 ? BG_FP16 : BG_BF16;
     memory_plan_input in = {.B = l->B, .T = l->T, .opt = opt, .dtype = dt, .world_size = P,
-                            .ep = ep, .a2a_chunks = l->a2a_chunks, .zero = zero};
+                            .ep = ep, .a2a_chunks = l->a2a_chunks, .zero = zero,
+                            // plan_a2a numbers the algorithms as comm/dist.h does
+                            .a2a_algo = (int)l->a2a, .ranks_per_node = R};
     memset(m, 0, sizeof *m);
     for (int r = 0; r < P; r = P > 256 && r < P - 1 ? P - 1 : r + 1) {
         in.world_rank = r;
@@ -97,7 +99,7 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
         scaled.mem_bw *= share;
     }
     r->zero = dp > 1 && l->zero != 0;
-    plan_memory(&r->mem, c, l, ep, r->zero);
+    plan_memory(&r->mem, c, l, ep, r->zero, R);
     memory_report *m = &r->mem;
     if (l->tp > 1 || l->pp > 1) {
         // Analytic: a stage holds L/pp layers' parameters split tp ways and, in a 1F1B
@@ -108,7 +110,7 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
         m->activations = (size_t)((double)m->activations / l->tp / l->pp * l->pp);
     }
     m->total = m->params + m->grads + m->optimizer + m->activations + m->moe_exchange +
-               m->moe_exchange_heap + m->workspaces + m->snapshot;
+               m->moe_exchange_heap + m->workspaces + m->snapshot + m->comm_scratch;
     r->mem_node = (double)m->total * r->ranks_per_node;
     r->fits = r->mem_node <= cl->mem_per_node;
     size_t numel, dense;

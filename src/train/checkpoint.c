@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 // ---- save --------------------------------------------------------------------------
@@ -29,6 +30,7 @@ struct ckpt_saver {
     dist_comm *world;          // NULL on one process
     ckpt_shard shard;          // this rank's part (and the async snapshot)
     ckpt_progress progress;    // of the pending save
+    ckpt_save_cost cost;       // of the last save committed
     char name[64], tmp[CKPT_PATH_MAX];
 };
 
@@ -132,6 +134,8 @@ static int commit(ckpt_saver *s) {
     s->pending = 0;
     int P = s->shard.plan.world, r = s->shard.plan.rank;
     int rc = agree_msg(s->world, ckpt_shard_join(&s->shard));
+    s->cost = (ckpt_save_cost){s->async, s->shard.block_s, s->shard.writer_s, s->shard.writer_cpu_s,
+                               ckpt_shard_bytes(&s->shard)};
     if (rc != BG_OK) {
         if (r == 0) io_remove_flat_dir(s->tmp);
         return not_saved(s);
@@ -173,6 +177,8 @@ void ckpt_saver_free(ckpt_saver *s) {
 int ckpt_saver_pending(const ckpt_saver *s) { return s->pending; }
 long ckpt_saver_step(const ckpt_saver *s) { return s->progress.step; }
 
+ckpt_save_cost ckpt_saver_cost(const ckpt_saver *s) { return s->cost; }
+
 int ckpt_saver_poll(ckpt_saver *s, int wait) {
     if (!s->pending) return BG_OK;
     if (!wait) {
@@ -202,7 +208,12 @@ int ckpt_saver_begin(ckpt_saver *s) {
     if (agree_msg(s->world, rc) != BG_OK) return not_saved(s);
     s->pending = 1;
     if (!s->async) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         ckpt_shard_write_now(&s->shard, tr, s->tmp);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        s->shard.block_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        s->shard.writer_s = s->shard.writer_cpu_s = 0;
         return commit(s);
     }
     ckpt_shard_start(&s->shard, tr, s->tmp);

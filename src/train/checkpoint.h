@@ -74,6 +74,15 @@ int ckpt_saver_begin(ckpt_saver *s);
 int ckpt_saver_poll(ckpt_saver *s, int wait);
 int ckpt_saver_pending(const ckpt_saver *s);
 long ckpt_saver_step(const ckpt_saver *s);  // the step of the last save begun
+// What the last committed save cost this rank: the seconds the step waited for it (an
+// async save's copy into the snapshot; a synchronous save's whole write), and the
+// writer thread's seconds and CPU seconds (user + kernel; 0 for a synchronous save).
+typedef struct {
+    int async;
+    double block_s, writer_s, writer_cpu_s;
+    double bytes;  // this rank's two files
+} ckpt_save_cost;
+ckpt_save_cost ckpt_saver_cost(const ckpt_saver *s);
 // One synchronous save (collective).
 int ckpt_save(const trainer *tr, const char *save_dir);
 // Creates SAVE_DIR if missing and checks that it is a writable directory (a run calls

@@ -18,8 +18,13 @@ typedef struct {
     int n_model;                 // plan.n_model, + st.count on the rank writing the state
     const float **model_src;     // each model tensor's elements
     const float **m_src, **v_src;  // each piece's m and v
-    float *snapshot;             // async only: allocated once, reused by every save
-    size_t snapshot_floats;
+    // Async only: both files' images (length, header, data) in one block allocated once
+    // and reused by every save; the headers are written at init, a save copies the data.
+    void *snapshot_alloc;
+    uint8_t *image[2];           // model, optimizer file; IO_DIRECT_ALIGN-aligned
+    size_t image_len[2], data_at[2];  // bytes of each image; where its data section starts
+    double block_s;              // the last async save: seconds the step waited (the copy),
+    double writer_s, writer_cpu_s;  // the writer's seconds and its thread's CPU seconds
     pthread_t thread;
     int running;                 // a thread was started and not yet joined
     atomic_int done;             // the thread finished (rc and sums are final)
@@ -40,6 +45,8 @@ size_t ckpt_snapshot_bytes(const trainer *tr);
 int ckpt_shard_write_now(ckpt_shard *s, const trainer *tr, const char *dir);
 // Copies tr's part into the snapshot and starts the writer thread on dir.
 int ckpt_shard_start(ckpt_shard *s, const trainer *tr, const char *dir);
+// Bytes of this rank's two files.
+double ckpt_shard_bytes(const ckpt_shard *s);
 // 1 when no writer is running or it has finished (does not block).
 int ckpt_shard_finished(ckpt_shard *s);
 // Joins a started writer; its outcome (BG_ERR with bg_error set to its message).

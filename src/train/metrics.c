@@ -105,8 +105,8 @@ void metrics_memory(metrics_sink *s, const memory_report *r, int ranks) {
            "activations %.1f, MoE exchange %.1f", who, MIB(r->params), MIB(r->grads),
            MIB(r->optimizer), MIB(r->activations), MIB(r->moe_exchange));
     if (r->moe_exchange_heap) printf(" + up to %.1f grown", MIB(r->moe_exchange_heap));
-    printf(", workspaces %.1f, snapshot %.1f; total %.1f\n", MIB(r->workspaces),
-           MIB(r->snapshot), MIB(r->total));
+    printf(", workspaces %.1f, snapshot %.1f, communicators' scratch %.1f; total %.1f\n",
+           MIB(r->workspaces), MIB(r->snapshot), MIB(r->comm_scratch), MIB(r->total));
     fflush(stdout);
 }
 
@@ -114,9 +114,9 @@ void metrics_memory(metrics_sink *s, const memory_report *r, int ranks) {
 static void json_memory(FILE *f, const memory_report *r) {
     fprintf(f, ",\"memory\":{\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,"
                "\"activations\":%zu,\"moe_exchange\":%zu,\"moe_exchange_heap_bound\":%zu,"
-               "\"workspaces\":%zu,\"snapshot\":%zu,\"total\":%zu}",
+               "\"workspaces\":%zu,\"snapshot\":%zu,\"comm_scratch\":%zu,\"total\":%zu}",
             r->params, r->grads, r->optimizer, r->activations, r->moe_exchange,
-            r->moe_exchange_heap, r->workspaces, r->snapshot, r->total);
+            r->moe_exchange_heap, r->workspaces, r->snapshot, r->comm_scratch, r->total);
 }
 
 void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
@@ -132,6 +132,10 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
         fprintf(s->log, ",\"tokens_per_s\":%.1f,\"gflops\":%.2f,\"step_s\":%.4f", m->tokens_per_s,
                 m->gflops, m->step_seconds);
         fprintf(s->log, ",\"peak_rss_mib\":%.1f", m->peak_rss_mib);
+        // The exchange's high-water marks: communicator scratch (bytes) and expert rows.
+        if (m->ranks > 1) fprintf(s->log, ",\"comm_scratch_hwm\":%.0f", m->comm_scratch_held);
+        if (m->expert_rows_hwm) fprintf(s->log, ",\"expert_rows_hwm\":%ld", m->expert_rows_hwm);
+        if (m->expert_rows_grown) fprintf(s->log, ",\"expert_rows_grown\":%ld", m->expert_rows_grown);
         if (m->memory) json_memory(s->log, m->memory);
         if (m->fp16) fprintf(s->log, ",\"loss_scale\":%.0f,\"skipped\":%s", m->loss_scale, m->skipped ? "true" : "false");
         else if (m->skip_reason) fputs(",\"skipped\":true", s->log);

@@ -23,6 +23,9 @@ typedef struct {
     int skipped;                // its gradients overflowed: no update
     const routing_health *routing;  // MoE layers' routing health; NULL: not reported
     double peak_rss_mib;        // this process's (rank 0's) peak resident memory
+    double comm_scratch_held;   // rank 0's communicators' scratch, bytes (> 1 rank: logged)
+    long expert_rows_hwm;       // rank 0's most expert rows received in a forward, and the
+    long expert_rows_grown;     //   rows its grown (dropless) buffers hold; 0: not logged
     const memory_report *memory;  // the run's memory report: on its first step's line only
     const char *extra_json;     // more "key":value pairs for the log line (blended data); NULL: none
     const char *skip_reason;    // the step was skipped (any dtype): why; NULL: applied

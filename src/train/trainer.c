@@ -457,6 +457,18 @@ void trainer_free(trainer *tr) {
     memset(tr, 0, sizeof *tr);
 }
 
+// A committed save's cost on rank 0, one JSONL object: the step's wait and the writer
+// thread's CPU show the overhead without wall-clock noise from other processes.
+static void log_save_cost(const ckpt_saver *saver, metrics_sink *sink, long step) {
+    ckpt_save_cost c = ckpt_saver_cost(saver);
+    char line[256];
+    snprintf(line, sizeof line,
+             "{\"save_step\":%ld,\"save_async\":%d,\"save_bytes\":%.0f,\"save_block_s\":%.6f,"
+             "\"save_writer_s\":%.6f,\"save_writer_cpu_s\":%.6f}",
+             step, c.async, c.bytes, c.block_s, c.writer_s, c.writer_cpu_s);
+    metrics_log_object(sink, line);
+}
+
 // At a step boundary: commits a pending asynchronous save once every writer finished
 // (wait: now, as at the final step and on a signal).
 static int poll_checkpoint(trainer *tr, ckpt_saver *saver, metrics_sink *sink, int wait) {
@@ -466,7 +478,10 @@ static int poll_checkpoint(trainer *tr, ckpt_saver *saver, metrics_sink *sink, i
         tr->report_error = tr->rank == 0;
         return BG_ERR;
     }
-    if (!ckpt_saver_pending(saver)) metrics_note(sink, "saved checkpoint %s/step_%08ld", tr->opt.save_dir, step);
+    if (!ckpt_saver_pending(saver)) {
+        metrics_note(sink, "saved checkpoint %s/step_%08ld", tr->opt.save_dir, step);
+        log_save_cost(saver, sink, step);
+    }
     return BG_OK;
 }
 
@@ -491,7 +506,10 @@ static int save_checkpoint(trainer *tr, ckpt_saver *saver, metrics_sink *sink) {
         tr->report_error = tr->rank == 0;
         return BG_ERR;
     }
-    if (!ckpt_saver_pending(saver)) metrics_note(sink, "saved checkpoint %s/step_%08ld", o->save_dir, tr->step);
+    if (!ckpt_saver_pending(saver)) {
+        metrics_note(sink, "saved checkpoint %s/step_%08ld", o->save_dir, tr->step);
+        log_save_cost(saver, sink, tr->step);
+    }
     return BG_OK;
 }
 
@@ -527,8 +545,24 @@ void trainer_memory_report(const trainer *tr, memory_report *r) {
         .a2a_chunks = tr->par.a2a_chunks, .max_expert_rows = o->max_expert_rows,
         .zero = tr->zero.on,
         .snapshot_bytes = o->save_dir && o->save_async ? ckpt_snapshot_bytes(tr) : 0,
+        .a2a_algo = tr->par.a2a_algo,
+        .ranks_per_node = tr->world > 1 ? (tr->world + tr->layout.n_nodes - 1) / tr->layout.n_nodes : 0,
     };
     memory_plan(r, &tr->cfg, &in);
+}
+
+// Scratch this rank's communicators hold: their high-water mark (scratch only grows).
+size_t trainer_comm_scratch_held(const trainer *tr) {
+    if (tr->world <= 1) return 0;
+    const dist_layout *L = &tr->layout;
+    dist_comm *c[] = {L->world, L->ep_comm, L->edp_comm, L->node_comm};
+    size_t n = 0;
+    for (int i = 0; i < 4; i++) {
+        int seen = !c[i];
+        for (int j = 0; j < i && !seen; j++) seen = c[j] == c[i];
+        if (!seen) n += dist_scratch_held(c[i]);
+    }
+    return n;
 }
 
 // Peak resident memory of this process so far, MiB.
@@ -542,7 +576,7 @@ static double peak_rss_mib(void) {
 static void report_memory(trainer *tr, metrics_sink *sink, memory_report *r) {
     trainer_memory_report(tr, r);
     size_t *f[] = {&r->params, &r->grads, &r->optimizer, &r->activations, &r->moe_exchange,
-                   &r->moe_exchange_heap, &r->workspaces, &r->snapshot, &r->total};
+                   &r->moe_exchange_heap, &r->workspaces, &r->snapshot, &r->comm_scratch, &r->total};
     enum { NF = sizeof f / sizeof f[0] };
     double v[NF];
     for (int i = 0; i < NF; i++) v[i] = (double)*f[i];
@@ -763,10 +797,15 @@ int train_run_steps(train_run *r, long n, int *report) {
             .eta_seconds = r->train_seconds / (tr->step - r->first_step) * (o->steps - tr->step),
             .ranks = P, .fp16 = o->dtype == BG_FP16, .loss_scale = tr->skipped_at > 0 ? tr->skipped_at : tr->loss_scale,
             .skipped = tr->skipped_at > 0, .routing = &r->health,
-            .peak_rss_mib = peak_rss_mib(), .memory = tr->step == r->first_step + 1 && !tr->rewinds ? &r->memory : NULL,
+            .peak_rss_mib = peak_rss_mib(), .comm_scratch_held = (double)trainer_comm_scratch_held(tr),
+            .memory = tr->step == r->first_step + 1 && !tr->rewinds ? &r->memory : NULL,
             .skip_reason = tr->skip_reason, .skips_total = tr->skips_total,
             .extra_json = data_tokens_json(tr, r->data_json, r->data_json_cap),
         };
+        if (P > 1 && tr->cfg.num_local_experts > 0) {
+            long bound, limit;
+            model_expert_rows(&tr->m, &bound, &limit, &sm.expert_rows_hwm, &sm.expert_rows_grown);
+        }
         int rewind = !tr->skip_reason && rewind_due(tr, loss);
         long spike_step = tr->step;
         step_traffic(tr, &sm);

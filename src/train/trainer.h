@@ -33,6 +33,9 @@ int trainer_evaluate(trainer *tr, double *loss);
 void trainer_free(trainer *tr);
 // This rank's memory report (model/memory_plan.h) for the run tr was set up for.
 void trainer_memory_report(const trainer *tr, memory_report *r);
+// Bytes of scratch this rank's communicators hold now (their high-water mark; 0 on
+// one process): what the memory report's comm_scratch bounds.
+size_t trainer_comm_scratch_held(const trainer *tr);
 // Validates options and inputs, resumes if asked, trains, saves, reports.
 // Returns TRAIN_OK, or TRAIN_BAD_INPUT / TRAIN_FAILED with bg_error set. In a
 // parallel run every rank returns the same code; *report is 1 on the rank that

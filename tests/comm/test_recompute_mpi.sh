@@ -24,7 +24,8 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     if 'step' not in r: continue  # the run line names the run's flags
     print({k: v for k, v in r.items() if not (k.startswith('a2a') or k.startswith('allreduce')
-           or k in ('tokens_per_s', 'gflops', 'step_s', 'compute_s', 'peak_rss_mib', 'memory'))})" "$1"; }
+           or k in ('tokens_per_s', 'gflops', 'step_s', 'compute_s', 'peak_rss_mib', 'memory',
+                      'comm_scratch_hwm', 'expert_rows_hwm', 'expert_rows_grown'))})" "$1"; }
 for cfg in "$CFG" "$D/noisy.json"; do
   name=$(basename "$cfg" .json)
   for rc in none block; do

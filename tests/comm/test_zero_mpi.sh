@@ -25,7 +25,7 @@ train() {  # np out-dir flags...
     --log "$out/log.jsonl" "$@" >"$out/stdout" 2>"$out/stderr" || { tail -3 "$out/stderr"; return 1; }
 }
 # The step records without timings and traffic: everything that depends on the numbers.
-numbers() { grep '"step"' "$1" | sed -E 's/"memory":\{[^}]*\},?//; s/"(tokens_per_s|gflops|peak_rss_mib|[a-z0-9_]*_s|a2a_[a-z_]*|allreduce_[a-z_]*)":[^,}]*,?//g'; }
+numbers() { grep '"step"' "$1" | sed -E 's/"memory":\{[^}]*\},?//; s/"(tokens_per_s|gflops|peak_rss_mib|comm_scratch_hwm|expert_rows_[a-z]*|[a-z0-9_]*_s|a2a_[a-z_]*|allreduce_[a-z_]*)":[^,}]*,?//g'; }
 ST_COMPARE=$(cd "$(dirname "$0")/../../bench" && pwd)/st_compare.py
 same_ckpt() {  # dir-a dir-b: the final checkpoints' tensors bit for bit (ZeRO-1 stores
                # the optimizer in slices, replication in whole tensors: compared joined)
