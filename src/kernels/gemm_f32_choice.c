@@ -1,0 +1,42 @@
+// Which f32 GEMM the matmul runs: bagualu's own AVX-512 kernel (gemm_f32_avx512.c) on
+// CPUs with AVX-512F, where it beats oneDNN 2.6's f32 GEMM at the model's shapes
+// (BENCHMARKS.md, issue 19), oneDNN elsewhere. Decided from the CPU flags alone, never by
+// timing, so a run and its resume sum in the same order; BAGUALU_GEMM=own|onednn forces
+// one for tests and benchmarks.
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels/gemm_f32.h"
+#include "kernels/kernels.h"
+
+const char *gemm_f32_impl_name(gemm_f32_impl g) { return g == GEMM_F32_OWN ? "own" : "onednn"; }
+
+static int gemm_f32_impl_parse(const char *name, gemm_f32_impl *out) {
+    if (!strcmp(name, "own")) *out = GEMM_F32_OWN;
+    else if (!strcmp(name, "onednn")) *out = GEMM_F32_ONEDNN;
+    else return -1;
+    return 0;
+}
+
+gemm_f32_impl gemm_f32_impl_for(int avx512f) { return avx512f ? GEMM_F32_OWN : GEMM_F32_ONEDNN; }
+
+int gemm_f32_impl_select(gemm_f32_impl *out) {
+    const char *env = getenv("BAGUALU_GEMM");
+    if (env && *env) {
+        if (gemm_f32_impl_parse(env, out) != 0)
+            return bg_error("BAGUALU_GEMM must be own or onednn, not \"%s\"", env);
+        if (*out == GEMM_F32_OWN && !gemm_f32_supported())
+            return bg_error("BAGUALU_GEMM=own needs a CPU with AVX-512F");
+        return BG_OK;
+    }
+    *out = gemm_f32_impl_for(gemm_f32_supported());
+    return BG_OK;
+}
+
+gemm_f32_impl gemm_f32_impl_default(void) {
+    gemm_f32_impl g;
+    // A bad variable falls back to the CPU's choice here; trainer_init reports it.
+    if (gemm_f32_impl_select(&g) != BG_OK) g = gemm_f32_impl_for(gemm_f32_supported());
+    return g;
+}
