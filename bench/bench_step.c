@@ -1,5 +1,5 @@
 // Training-step benchmark: median ms/step of a model config against this
-// machine's measured peak and oneDNN GEMM rate at the step's precision, all in one run
+// machine's measured peak and f32 (or bf16) GEMM rate at the step's precision, all in one run
 // (each measured before and after the steps, the higher reading kept).
 //   bench_step --config configs/m1.json --batch 8 --seq 256 --threads 2 --steps 10 [--dtype bf16]
 //              [--gemm-alone 1]
@@ -88,6 +88,7 @@ int main(int argc, char **argv) {
     int bf16 = prec == BG_BF16;
     double peak = instruction_peak(bf16, threads), gemm = gemm_rate(bf16);
     double fma = bf16 ? instruction_peak(0, threads) : peak;
+    double fma_cpu = peak_fma_gflops_cpu(0.6);  // one thread, by its CPU time: load-proof
 
     model m;
     model_init(&m, &cfg, 1);
@@ -161,6 +162,7 @@ int main(int argc, char **argv) {
     peak = fmax(peak, instruction_peak(bf16, threads));
     if (bf16) fma = fmax(fma, instruction_peak(0, threads));
     else fma = peak;
+    fma_cpu = fmax(fma_cpu, peak_fma_gflops_cpu(0.6));
     if (!gemm_profile) gemm = fmax(gemm, gemm_rate(bf16));
     qsort(times, steps, sizeof(double), cmp_double);
     qsort(cpu, steps, sizeof(double), cmp_double);
@@ -173,8 +175,8 @@ int main(int argc, char **argv) {
                "oneDNN bf16 GEMM (path %s) 2048^3 %.1f GFLOP/s\n",
                threads, peak, peak_fma_name(), fma, path, gemm);
     else
-        printf("machine (%d threads): %s peak %.1f GFLOP/s | oneDNN f32 GEMM 2048^3 %.1f GFLOP/s\n",
-               threads, peak_fma_name(), peak, gemm);
+        printf("machine (%d threads): %s peak %.1f GFLOP/s | f32 GEMM (%s) 2048^3 %.1f GFLOP/s\n",
+               threads, peak_fma_name(), peak, gemm_f32_impl_name(kernel_ctx_gemm_f32(m.kernels)), gemm);
     printf("model %s (%s): %.1fM params, batch %d x %d, %.1f GFLOP per step\n", config, dtype,
            m.table.numel / 1e6, B, T, flops / 1e9);
     printf("train step: median %.1f ms (min %.1f, max %.1f, n=%d) | forward %.1f ms, backward %.1f ms, "
@@ -183,6 +185,9 @@ int main(int argc, char **argv) {
            bwd / steps * 1e3, opt_t / steps * 1e3);
     printf("cpu time: median %.1f ms per step (all threads; min %.1f) | page faults per step %.0f\n",
            cpu[steps / 2] * 1e3, cpu[0] * 1e3, faults);
+    // Work per CPU second against one core's peak: the step's efficiency whatever the load.
+    printf("by cpu time: %.1f GFLOP/s per core | %.1f%% of the one-thread %s peak by CPU time (%.1f GFLOP/s)\n",
+           flops / cpu[steps / 2] / 1e9, 100 * flops / cpu[steps / 2] / 1e9 / fma_cpu, peak_fma_name(), fma_cpu);
     printf("throughput: %.0f tokens/s | %.1f GFLOP/s | %.1f%% of %s peak | %.1f%% of GEMM rate",
            N / med, achieved, peak > 0 ? 100 * achieved / peak : 0.0, bf16 ? "bf16" : "FMA",
            100 * achieved / gemm);

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "core/timer.h"
@@ -131,4 +132,26 @@ double peak_gemm_gflops(int n, int reps, bg_dtype precision) {
     free(a), free(b), free(c);
     kernel_ctx_free(kc);
     return 2.0 * n * n * (double)n / best / 1e9;
+}
+
+static double bg_thread_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// One thread, by its CPU time: on a shared machine the core's rate whatever else runs.
+double peak_fma_gflops_cpu(double seconds) {
+    double best = 0;
+    float sink = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double flops = 0, dt = 0, t0 = bg_thread_cpu_now();
+        while (dt < seconds / 3) {
+            flops += fma_block(1L << 22, &sink);
+            dt = bg_thread_cpu_now() - t0;
+        }
+        if (flops / dt / 1e9 > best) best = flops / dt / 1e9;
+    }
+    if (sink == 12345.0f) abort();
+    return best;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A refactor changes no bit: builds BASE (a commit, default the last one whose bits a
-# change altered on purpose: issue 15's norm, issue 19's bf16 path) in a git worktree beside
+# change altered on purpose: issue 15's norm, issue 19's bf16 path, issue 19's own f32
+# GEMM) in a git worktree beside
 # this tree's build, trains the same short runs with
 # both binaries, and compares every tensor of the final checkpoints by name, bit for
 # bit (bench/st_compare.py), and the per-step log lines without their timings.
@@ -18,7 +19,7 @@
 # a chunked flat exchange. Exit 0 only when every run matches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BASE=${1:-0de6b8b}
+BASE=${1:-fdf8cb3}
 . bench/base_worktree.sh
 echo "base $base_sha, new $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes): building"
 base_build bagualu_cli

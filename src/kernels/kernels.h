@@ -70,6 +70,21 @@ bf16_path bf16_path_default(void);
 bf16_path kernel_ctx_bf16_path(const kernel_ctx *kc);
 void kernel_ctx_set_bf16_path(kernel_ctx *kc, bf16_path path);
 
+// ---- f32 GEMM ------------------------------------------------------------------
+// Which GEMM runs f32 products (gemm_f32_choice.c): bagualu's own AVX-512 kernel
+// (gemm_f32.h; "own") on Intel CPUs with AVX-512F, oneDNN's ("onednn") elsewhere; bf16
+// products always run in oneDNN. BAGUALU_GEMM=own|onednn forces one; select: BG_ERR for
+// another value or for own without AVX-512F; default: the CPU's choice in that case.
+typedef enum { GEMM_F32_ONEDNN = 0, GEMM_F32_OWN = 1 } gemm_f32_impl;
+gemm_f32_impl gemm_f32_impl_for(const char *vendor, int avx512f);  // the rule (cpuid vendor string)
+const char *gemm_f32_impl_name(gemm_f32_impl g);
+int gemm_f32_impl_select(gemm_f32_impl *out);
+gemm_f32_impl gemm_f32_impl_default(void);
+// The context's choice (kernel_ctx_create takes gemm_f32_impl_default()); set applies to
+// the calls that follow (own needs gemm_f32_supported()).
+gemm_f32_impl kernel_ctx_gemm_f32(const kernel_ctx *kc);
+void kernel_ctx_set_gemm_f32(kernel_ctx *kc, gemm_f32_impl g);
+
 // The format GEMM operands are held in ("rounded" operands, operand_store), from the
 // precision and the bf16 path. The first three equal bg_dtype's values.
 typedef enum {
@@ -82,7 +97,7 @@ operand_format operand_format_of(bg_dtype precision, bf16_path path);
 operand_format kernel_ctx_operand_format(const kernel_ctx *kc);
 size_t operand_format_bytes(operand_format f);  // of one value
 
-// ---- matmul (oneDNN) ----------------------------------------------------------
+// ---- matmul (oneDNN, and the own f32 GEMM) ----------------------------------------------------------
 // At reduced precision each weight (the `weight` argument) is rounded once and the
 // copy reused until this is called: call it whenever weights may have changed (the
 // model does at the start of every forward).

@@ -1,4 +1,6 @@
-// Matmul forward and backward through oneDNN, with a small cache of primitives.
+// Matmul forward and backward: f32 products through bagualu's own AVX-512 GEMM
+// (gemm_f32.h) where the CPU has AVX-512F (gemm_f32_choice.c), everything else through
+// oneDNN, with a small cache of primitives.
 //
 // Every GEMM of the model is one of three kinds over (M,K,N), with M the row count
 // of the activations (tokens, or an expert's share of them):
@@ -42,6 +44,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "kernels/gemm_f32.h"
 
 // A failing oneDNN call means a bug here or a broken install, not bad user input.
 #define DNNL_CHECK(call)                                                               \
@@ -101,6 +104,8 @@ typedef struct {
 struct kernel_ctx {
     bg_dtype precision;
     bf16_path bf16_path;
+    gemm_f32_impl gemm_f32;
+    float *own_scratch[GEMM_MAX_THREADS];  // the own GEMM's packing space, per thread slot
     dnnl_engine_t engine;
     dnnl_stream_t streams[GEMM_MAX_THREADS];
     gemm_entry cache[GEMM_CACHE_SIZE];
@@ -119,7 +124,15 @@ kernel_ctx *kernel_ctx_create(bg_dtype precision) {
     kernel_ctx *kc = bg_calloc(1, sizeof *kc);
     kc->precision = precision;
     kc->bf16_path = bf16_path_default();
+    kc->gemm_f32 = gemm_f32_impl_default();
     return kc;
+}
+
+gemm_f32_impl kernel_ctx_gemm_f32(const kernel_ctx *kc) { return kc->gemm_f32; }
+
+void kernel_ctx_set_gemm_f32(kernel_ctx *kc, gemm_f32_impl g) {
+    BG_ASSERT(g == GEMM_F32_ONEDNN || gemm_f32_supported());
+    kc->gemm_f32 = g;
 }
 
 bg_dtype kernel_ctx_precision(const kernel_ctx *kc) { return kc->precision; }
@@ -255,7 +268,8 @@ static gemm_binding *gemm_entry_bind_memory(const kernel_ctx *kc, gemm_entry *e,
 
 // Finds or makes the primitive for this shape, under the lock. Linear scan: the table
 // is small and the scan is nothing next to the GEMM.
-static gemm_entry *gemm_lookup(kernel_ctx *kc, int kind, dnnl_data_type_t dt, int K, int N) {
+static gemm_entry *gemm_lookup(kernel_ctx *kc, int kind, dnnl_data_type_t dt, int K, int N,
+                               int need_prim) {
     gemm_entry *free_slot = NULL, *oldest = NULL;
     for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
         gemm_entry *e = &kc->cache[i];
@@ -263,7 +277,10 @@ static gemm_entry *gemm_lookup(kernel_ctx *kc, int kind, dnnl_data_type_t dt, in
             if (!free_slot) free_slot = e;
             continue;
         }
-        if (e->kind == kind && e->dt == dt && e->K == K && e->N == N) return e;
+        if (e->kind == kind && e->dt == dt && e->K == K && e->N == N) {
+            if (need_prim && !e->prim) e->prim = gemm_primitive_create(kc, kind, dt, K, N);
+            return e;
+        }
         if (!oldest || e->last_use < oldest->last_use) oldest = e;
     }
     // A full table evicts the least recently used entry; the only cost is
@@ -273,40 +290,94 @@ static gemm_entry *gemm_lookup(kernel_ctx *kc, int kind, dnnl_data_type_t dt, in
     if (!free_slot) gemm_entry_free(e);
     e->used = 1;
     e->kind = kind, e->dt = dt, e->K = K, e->N = N;
-    e->prim = gemm_primitive_create(kc, kind, dt, K, N);
+    e->prim = need_prim ? gemm_primitive_create(kc, kind, dt, K, N) : NULL;
     for (int t = 0; t < GEMM_MAX_THREADS; t++) e->bind[t] = (gemm_binding){NULL, NULL, NULL, -1};
     return e;
 }
 
+// ---- the own f32 GEMM ---------------------------------------------------------------
+
+// Products this small run on the calling thread: a team costs more than it saves.
+enum { OWN_TEAM_MIN_MKN = 1 << 18 };
+
+static void own_scratch_alloc(kernel_ctx *kc, int s) {
+    if (kc->own_scratch[s]) return;
+    const size_t bytes = gemm_f32_scratch_floats() * sizeof(float);
+    kc->own_scratch[s] = bg_aligned_alloc(bytes);
+    memset(kc->own_scratch[s], 0, bytes);  // resident now, whatever the shapes touch later
+}
+
+// Threads for one own GEMM: the whole team from the main thread (for a product big
+// enough), the calling thread alone inside a parallel region. Under the lock: the
+// scratch of every slot of the team, allocated and touched at the first call and kept,
+// so the resident memory does not depend on which thread took which expert.
+static int own_prepare(kernel_ctx *kc, int t, int M, int K, int N) {
+    int team = omp_in_parallel() ? omp_get_num_threads() : omp_get_max_threads();
+    team = team < GEMM_MAX_THREADS ? team : GEMM_MAX_THREADS;
+    for (int s = 0; s < team; s++) own_scratch_alloc(kc, s);
+    own_scratch_alloc(kc, t);
+    return !omp_in_parallel() && (double)M * K * N >= OWN_TEAM_MIN_MKN ? team : 1;
+}
+
+// The kind's operands as strides (the same products as gemm_layout_of).
+static void own_run(kernel_ctx *kc, int kind, float *c, const float *a, const float *b, int M, int K,
+                    int N, int t, int threads) {
+    gemm_f32_args g;
+    switch (kind) {
+    case GEMM_FWD:  // out(M,N) = inp(M,K) · weight(N,K)ᵀ
+        g = (gemm_f32_args){M, N, K, a, K, 1, b, 1, K, c, N, 0};
+        break;
+    case GEMM_BWD_DATA:  // dinp(M,K) (+)= dout(M,N) · weight(N,K)
+    case GEMM_BWD_DATA_SET:
+        g = (gemm_f32_args){M, K, N, a, N, 1, b, K, 1, c, K, kind == GEMM_BWD_DATA};
+        break;
+    default:  // dweight(N,K) += dout(M,N)ᵀ · inp(M,K)
+        g = (gemm_f32_args){N, K, M, a, 1, N, b, K, 1, c, K, 1};
+        break;
+    }
+    gemm_f32_avx512(&g, kc->own_scratch + t, threads);
+}
+
 static void gemm_run(kernel_ctx *kc, int kind, dnnl_data_type_t dt, float *c, const void *a,
                      const void *b, int M, int K, int N) {
-    // From the main thread oneDNN parallelises inside with the shared OpenMP pool;
-    // from a thread of a parallel region it runs on that thread alone.
+    // From the main thread oneDNN (and the own GEMM) parallelises inside with the shared
+    // OpenMP pool; from a thread of a parallel region it runs on that thread alone.
     BG_ASSERT(M >= 0 && K > 0 && N > 0);
     const int t = gemm_thread();
+    const int own = dt == dnnl_f32 && kc->gemm_f32 == GEMM_F32_OWN;
     gemm_entry *e;
-    dnnl_stream_t stream;
-    gemm_binding *g;
+    dnnl_stream_t stream = NULL;
+    gemm_binding *g = NULL;
+    int threads = 1;
     #pragma omp critical(bg_matmul)
     {
-        stream = gemm_stream(kc, t);
-        e = gemm_lookup(kc, kind, dt, K, N);
+        if (!own) stream = gemm_stream(kc, t);  // makes the engine the primitive needs
+        e = gemm_lookup(kc, kind, dt, K, N, !own);
         e->last_use = ++kc->clock;
-        g = gemm_entry_bind_memory(kc, e, t, M);
+        if (own) threads = own_prepare(kc, t, M, K, N);
+        else g = gemm_entry_bind_memory(kc, e, t, M);
     }
-    DNNL_CHECK(dnnl_memory_set_data_handle(g->a, (void *)a));
-    DNNL_CHECK(dnnl_memory_set_data_handle(g->b, (void *)b));
-    DNNL_CHECK(dnnl_memory_set_data_handle(g->c, c));
-    dnnl_exec_arg_t args[3] = {
-        {DNNL_ARG_SRC, g->a}, {DNNL_ARG_WEIGHTS, g->b}, {DNNL_ARG_DST, g->c}};
+    dnnl_exec_arg_t args[3];
+    if (!own) {
+        DNNL_CHECK(dnnl_memory_set_data_handle(g->a, (void *)a));
+        DNNL_CHECK(dnnl_memory_set_data_handle(g->b, (void *)b));
+        DNNL_CHECK(dnnl_memory_set_data_handle(g->c, c));
+        args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, g->a};
+        args[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, g->b};
+        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, g->c};
+    }
     if (kc->trace) {
         #pragma omp critical(bg_matmul)
         if (kc->trace_n < kc->trace_cap)
             kc->trace[kc->trace_n++] = (matmul_call){kind, dt == dnnl_bf16, omp_in_parallel(), M, K, N};
     }
     double t0 = kc->profiling ? bg_now() : 0;
-    DNNL_CHECK(dnnl_primitive_execute(e->prim, stream, 3, args));
-    DNNL_CHECK(dnnl_stream_wait(stream));
+    if (own) {
+        own_run(kc, kind, c, a, b, M, K, N, t, threads);
+    } else {
+        DNNL_CHECK(dnnl_primitive_execute(e->prim, stream, 3, args));
+        DNNL_CHECK(dnnl_stream_wait(stream));
+    }
     if (kc->profiling) {
         const double dt_s = bg_now() - t0, fl = 2.0 * M * K * N;
         #pragma omp critical(bg_matmul)
@@ -537,8 +608,11 @@ void matmul_backward_fp32(kernel_ctx *kc, float *dinp, float *dweight, const flo
 void matmul_cache_clear(kernel_ctx *kc) {
     for (int i = 0; i < GEMM_CACHE_SIZE; i++)
         if (kc->cache[i].used) gemm_entry_free(&kc->cache[i]);
-    for (int t = 0; t < GEMM_MAX_THREADS; t++)
+    for (int t = 0; t < GEMM_MAX_THREADS; t++) {
         for (int i = 0; i < OPERAND_COUNT; i++) free(kc->operands[t][i].data);
+        free(kc->own_scratch[t]);
+        kc->own_scratch[t] = NULL;
+    }
     memset(kc->operands, 0, sizeof kc->operands);
     for (int i = 0; i < kc->n_weights; i++) free(kc->weights[i].buf.data);
     free(kc->weights);

@@ -90,6 +90,8 @@ static int validate(const train_options *o) {
     if (o->max_expert_rows < 0) return bg_error("--max-expert-rows must be >= 0 (0: 8x the balanced share)");
     bf16_path bp;  // the kernels take the same (bf16_path_default); a bad variable stops here
     if (bf16_path_select(&bp) != BG_OK) return BG_ERR;
+    gemm_f32_impl gi;  // likewise (gemm_f32_impl_default)
+    if (gemm_f32_impl_select(&gi) != BG_OK) return BG_ERR;
     if ((long long)o->batch_size * o->seq_len > (1LL << 28))
         return bg_error("--batch-size x --seq-len is too large");
     return rewind_validate(o);

@@ -158,6 +158,9 @@ static void check_rc(const train_fixture *f, int batch, bg_dtype dtype, model_re
     TU_CHECK(gemm_calls > 0, "%s: the GEMM wrappers were not linked in", name);
     TU_CHECK(allocations == 0, "%s: %ld allocations outside GEMMs in steady-state steps", name, allocations);
     TU_CHECK(primitives == 0, "%s: %ld GEMM primitives created in steady-state steps", name, primitives);
+    // The own f32 GEMM packs into scratch kept from the first call: no allocation at all.
+    if (dtype == BG_FP32 && kernel_ctx_gemm_f32(tr.m.kernels) == GEMM_F32_OWN)
+        TU_CHECK(in_gemm_allocations == 0, "%s: %ld allocations inside the own GEMM", name, in_gemm_allocations);
     trainer_free(&tr);
 }
 

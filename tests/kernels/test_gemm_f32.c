@@ -1,0 +1,199 @@
+// The own AVX-512 f32 GEMM (kernels/gemm_f32.h) and the choice between it and oneDNN:
+// - direct calls over many odd shapes (1..~300), every operand layout (row- or
+//   column-major, padded strides), C written and added, against a double-precision
+//   reference with test_matmul.c's bound;
+// - determinism: a row (a column) of C is bitwise the same whether computed with the
+//   rest of C or alone, and for 1, 2 and 3 threads;
+// - the three matmul kinds through matmul.c with each implementation forced;
+// - the choice rule and BAGUALU_GEMM's parsing.
+// Without AVX-512F only the oneDNN parts run, and the test reports a skip (77).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels/gemm_f32.h"
+#include "kernels/kernels.h"
+#include "test_util.h"
+
+#define UNIT_ROUNDOFF 5.9604644775390625e-8  // 2^-24
+enum { THREADS = 3 };
+
+static float *g_scratch[THREADS];
+
+typedef struct {
+    int M, N, K;
+    int a_trans, b_trans;  // 1: the operand is stored transposed (column-major)
+    int pad;               // extra floats at the end of each stored row
+    int accumulate;
+} spec;
+
+// Operand storage: A (M,K), row-major with leading dimension K+pad or column-major with
+// M+pad; B (K,N) likewise. Returns the strides through g.
+static void layout(const spec *s, gemm_f32_args *g, float *a, float *b, float *c) {
+    g->M = s->M, g->N = s->N, g->K = s->K;
+    g->a = a, g->b = b, g->c = c, g->ldc = s->N + s->pad, g->accumulate = s->accumulate;
+    if (s->a_trans) g->a_rs = 1, g->a_cs = s->M + s->pad;
+    else g->a_rs = s->K + s->pad, g->a_cs = 1;
+    if (s->b_trans) g->b_rs = 1, g->b_cs = s->K + s->pad;
+    else g->b_rs = s->N + s->pad, g->b_cs = 1;
+}
+
+static float *random_floats(size_t n) {
+    float *x = bg_aligned_alloc((n ? n : 1) * sizeof(float));
+    tu_fill_normal(x, n, 1.0);
+    return x;
+}
+
+// Every element of C within the bound of g0 + Σ A·B (test_matmul.c explains the bound).
+static int check_against_reference(const char *what, const gemm_f32_args *g, const float *c0) {
+    double worst = 0;
+    int wi = 0, wj = 0;
+    for (int i = 0; i < g->M; i++)
+        for (int j = 0; j < g->N; j++) {
+            const double g0 = g->accumulate ? c0[i * g->ldc + j] : 0.0;
+            double s = g0, terms = 0;
+            for (int k = 0; k < g->K; k++) {
+                const double t = (double)g->a[i * g->a_rs + k * g->a_cs] * g->b[k * g->b_rs + j * g->b_cs];
+                s += t, terms += fabs(t);
+            }
+            const double bound = ((sqrt((double)g->K) + 2) * terms + 2 * fabs(g0)) * UNIT_ROUNDOFF + 1e-30;
+            const double r = fabs(g->c[i * g->ldc + j] - s) / bound;
+            if (!(r <= worst)) worst = r, wi = i, wj = j;
+        }
+    TU_CHECK(worst <= 1.0, "%s: (%d,%d) off by %.1fx the bound", what, wi, wj, worst);
+    return worst <= 1.0;
+}
+
+// One spec: the product checked, and the same bits for 1, 2 and 3 threads.
+static void check_spec(const spec *s) {
+    const size_t an = (size_t)(s->M + s->pad) * (s->K + s->pad), bn = (size_t)(s->K + s->pad) * (s->N + s->pad);
+    const size_t cn = (size_t)s->M * (s->N + s->pad);
+    float *a = random_floats(an), *b = random_floats(bn), *c0 = random_floats(cn);
+    float *c = bg_aligned_alloc(cn * sizeof(float)), *c1 = bg_aligned_alloc(cn * sizeof(float));
+    gemm_f32_args g;
+    layout(s, &g, a, b, c);
+    char what[96];
+    snprintf(what, sizeof what, "M %d N %d K %d A%s B%s pad %d %s", s->M, s->N, s->K, s->a_trans ? "ᵀ" : "",
+             s->b_trans ? "ᵀ" : "", s->pad, s->accumulate ? "+=" : "=");
+    for (int threads = 1; threads <= THREADS; threads++) {
+        memcpy(c, c0, cn * sizeof(float));
+        gemm_f32_avx512(&g, g_scratch, threads);
+        if (threads == 1) {
+            check_against_reference(what, &g, c0);
+            memcpy(c1, c, cn * sizeof(float));
+        } else {
+            TU_CHECK(!memcmp(c, c1, cn * sizeof(float)), "%s: %d threads differ from one", what, threads);
+        }
+    }
+    free(a), free(b), free(c0), free(c), free(c1);
+}
+
+static void test_shapes(void) {
+    static const int sizes[] = {1, 2, 13, 14, 15, 17, 31, 33, 47, 97, 255, 257, 301};
+    const int ns = sizeof sizes / sizeof sizes[0];
+    int n = 0;
+    for (int layout_id = 0; layout_id < 16; layout_id++)
+        for (int r = 0; r < 6; r++, n++) {
+            spec s = {sizes[(n * 7 + r) % ns], sizes[(n * 5 + 3 * r + 1) % ns], sizes[(n * 3 + r + 2) % ns],
+                      layout_id & 1, (layout_id >> 1) & 1, (layout_id >> 2) & 1 ? 3 : 0, (layout_id >> 3) & 1};
+            if ((double)s.M * s.N * s.K > 3e6) s.K = 33;  // keeps the reference quick
+            check_spec(&s);
+        }
+    // More than one block of every size: K past KC (C added to between blocks), N past
+    // NC, M past MC.
+    check_spec(&(spec){29, 45, 3 * GEMM_F32_KC + 5, 0, 1, 0, 1});
+    check_spec(&(spec){31, 1600, 40, 1, 0, 0, 0});
+    check_spec(&(spec){700, 20, 19, 0, 0, 1, 1});
+}
+
+// Rows [r0,r1) and columns [c0,c1) of C computed alone equal those of the whole C,
+// bitwise: no element's sum depends on M, N or the tile it falls in.
+static void test_rows_independent(void) {
+    const int M = 157, N = 75, K = 2 * GEMM_F32_KC + 37;
+    float *a = random_floats((size_t)M * K), *b = random_floats((size_t)K * N);
+    float *c = bg_aligned_alloc(sizeof(float) * M * N), *part = bg_aligned_alloc(sizeof(float) * M * N);
+    for (int trans = 0; trans < 2; trans++) {
+        gemm_f32_args g = {M, N, K, a, trans ? 1 : K, trans ? M : 1, b, N, 1, c, N, 0};
+        gemm_f32_avx512(&g, g_scratch, 1);
+        static const int cuts[][2] = {{0, 1}, {5, 6}, {3, 20}, {13, 41}, {100, 157}};
+        for (int q = 0; q < 5; q++) {
+            const int r0 = cuts[q][0], r1 = cuts[q][1];
+            gemm_f32_args rows = g;
+            rows.M = r1 - r0, rows.a = a + (size_t)r0 * g.a_rs, rows.c = part;
+            gemm_f32_avx512(&rows, g_scratch, 2);
+            TU_CHECK(!memcmp(part, c + (size_t)r0 * N, sizeof(float) * (r1 - r0) * N),
+                     "rows %d..%d alone differ from the whole product (A%s)", r0, r1, trans ? "ᵀ" : "");
+            const int c0 = r0 % N, c1 = r1 % N > c0 ? r1 % N : N;
+            gemm_f32_args cols = g;
+            cols.N = c1 - c0, cols.b = b + c0, cols.c = part, cols.ldc = c1 - c0;
+            gemm_f32_avx512(&cols, g_scratch, 1);
+            for (int i = 0; i < M; i++)
+                TU_CHECK(!memcmp(part + (size_t)i * (c1 - c0), c + (size_t)i * N + c0, sizeof(float) * (c1 - c0)),
+                         "columns %d..%d alone differ in row %d", c0, c1, i);
+        }
+    }
+    free(a), free(b), free(c), free(part);
+}
+
+// The three kinds through matmul.c, each implementation forced.
+static void test_matmul_kinds(gemm_f32_impl impl) {
+    kernel_ctx *kc = kernel_ctx_create(BG_FP32);
+    kernel_ctx_set_gemm_f32(kc, impl);
+    static const int shapes[][3] = {{1, 1, 1}, {37, 19, 45}, {128, 64, 96}, {3, 300, 17}};
+    for (int q = 0; q < 4; q++) {
+        const int M = shapes[q][0], K = shapes[q][1], N = shapes[q][2];
+        float *x = random_floats((size_t)M * K), *w = random_floats((size_t)N * K), *dy = random_floats((size_t)M * N);
+        float *y = bg_aligned_alloc(sizeof(float) * M * N), *dx = random_floats((size_t)M * K);
+        float *dw = random_floats((size_t)N * K), *dx0 = random_floats((size_t)M * K), *dw0 = random_floats((size_t)N * K);
+        memcpy(dx0, dx, sizeof(float) * M * K), memcpy(dw0, dw, sizeof(float) * N * K);
+        matmul_forward(kc, y, x, w, M, K, N);
+        matmul_backward(kc, dx, dw, dy, x, w, M, K, N);
+        char what[64];
+        snprintf(what, sizeof what, "%s fwd %dx%dx%d", gemm_f32_impl_name(impl), M, K, N);
+        check_against_reference(what, &(gemm_f32_args){M, N, K, x, K, 1, w, 1, K, y, N, 0}, NULL);
+        snprintf(what, sizeof what, "%s data %dx%dx%d", gemm_f32_impl_name(impl), M, K, N);
+        check_against_reference(what, &(gemm_f32_args){M, K, N, dy, N, 1, w, K, 1, dx, K, 1}, dx0);
+        snprintf(what, sizeof what, "%s weights %dx%dx%d", gemm_f32_impl_name(impl), M, K, N);
+        check_against_reference(what, &(gemm_f32_args){N, K, M, dy, 1, N, x, K, 1, dw, K, 1}, dw0);
+        free(x), free(w), free(dy), free(y), free(dx), free(dw), free(dx0), free(dw0);
+    }
+    kernel_ctx_free(kc);
+}
+
+static void test_choice(void) {
+    TU_CHECK(gemm_f32_impl_for("GenuineIntel", 1) == GEMM_F32_OWN &&
+                 gemm_f32_impl_for("GenuineIntel", 0) == GEMM_F32_ONEDNN &&
+                 gemm_f32_impl_for("AuthenticAMD", 1) == GEMM_F32_ONEDNN,
+             "the rule: own on Intel with AVX-512F, oneDNN without it and on AMD");
+    gemm_f32_impl g;
+    setenv("BAGUALU_GEMM", "onednn", 1);
+    TU_CHECK(gemm_f32_impl_select(&g) == BG_OK && g == GEMM_F32_ONEDNN, "BAGUALU_GEMM=onednn");
+    kernel_ctx *kc = kernel_ctx_create(BG_FP32);
+    TU_CHECK(kernel_ctx_gemm_f32(kc) == GEMM_F32_ONEDNN, "a context takes BAGUALU_GEMM");
+    kernel_ctx_free(kc);
+    setenv("BAGUALU_GEMM", "blas", 1);
+    TU_CHECK(gemm_f32_impl_select(&g) == BG_ERR && strstr(bg_last_error(), "BAGUALU_GEMM"),
+             "a bad BAGUALU_GEMM is an error naming it");
+    setenv("BAGUALU_GEMM", "own", 1);
+    TU_CHECK((gemm_f32_impl_select(&g) == BG_OK) == gemm_f32_supported(), "BAGUALU_GEMM=own needs AVX-512F");
+    unsetenv("BAGUALU_GEMM");
+    TU_CHECK(gemm_f32_impl_select(&g) == BG_OK && g == gemm_f32_impl_default(), "unset: the CPU's choice");
+}
+
+int main(void) {
+    tu_seed(19);
+    test_choice();
+    test_matmul_kinds(GEMM_F32_ONEDNN);
+    if (!gemm_f32_supported()) {
+        printf("kernels/test_gemm_f32: no AVX-512F here: the own GEMM is not tested\n");
+        return tu_failures ? tu_finish("kernels/test_gemm_f32") : 77;
+    }
+    for (int t = 0; t < THREADS; t++) g_scratch[t] = bg_aligned_alloc(gemm_f32_scratch_floats() * sizeof(float));
+    test_matmul_kinds(GEMM_F32_OWN);
+    test_shapes();
+    test_rows_independent();
+    for (int t = 0; t < THREADS; t++) free(g_scratch[t]);
+    return tu_finish("kernels/test_gemm_f32");
+}
