@@ -38,8 +38,10 @@ int cmd_export(int argc, char **argv) {
         fprintf(stderr, "bagualu: %s\n", bg_last_error());
         return rc;
     }
-    printf("exported %s as %s: %d tensors, %zu parameters, %s, in %s\n", s.checkpoint,
-           s.layout == HF_MIXTRAL ? "MixtralForCausalLM" : "GPT2LMHeadModel", s.tensors, s.params,
+    const char *arch = s.layout == HF_MIXTRAL   ? "MixtralForCausalLM"
+                       : s.layout == HF_DEEPSEEK ? "DeepseekForCausalLM"
+                                                 : "GPT2LMHeadModel";
+    printf("exported %s as %s: %d tensors, %zu parameters, %s, in %s\n", s.checkpoint, arch, s.tensors, s.params,
            st_dtype_name(st_dtype_from_bg(dtype)), out);
     return 0;
 }

@@ -4,9 +4,11 @@
 #include "core/error.h"
 #include "core/text_file.h"
 #include "model/params.h"
+#include "moe/moe_types.h"
 #include "io/file_sync.h"
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_inspect.h"
+#include "train/hf_deepseek.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -22,59 +24,79 @@
 #define EXPORT_FILE_MAX (EXPORT_PATH_MAX + 32)
 enum { EXPORT_OK = 0, EXPORT_FAILED = 1, EXPORT_BAD_INPUT = 2 };
 
+// Shared by the MoE layouts (Mixtral, DeepSeek-MoE): what both need to compute exactly
+// bagualu's MoE layers: RMSNorm, SwiGLU experts, RoPE, softmax top-k over all experts.
+static int moe_layout_check(const model_config *c, const char *name) {
+    if (c->norm != NORM_RMSNORM)
+        return bg_error("no Hugging Face layout for this config: this MoE model exports as %s, "
+                        "which needs \"norm\": \"rmsnorm\" (this one has layernorm)", name);
+    if (c->hidden_act != FFN_SWIGLU)
+        return bg_error("no Hugging Face layout for this config: this MoE model exports as %s, "
+                        "which needs \"hidden_act\": \"swiglu\" (this one has gelu)", name);
+    if (c->position_embedding != POS_ROPE)
+        return bg_error("no Hugging Face layout for this config: this MoE model exports as %s, "
+                        "which needs \"position_embedding\": \"rope\" (this one has learned)", name);
+    // The bias gate picks experts by scores plus a learned bias, which a softmax top-k
+    // has no place for: exported, the model would route differently.
+    if (!strcmp(model_router_type_name(c->router_type), "bias"))
+        return bg_error("no Hugging Face layout for this config: %s routes by softmax "
+                        "top-k; router_type bias also adds a per-expert bias (DeepSeek-V3's "
+                        "e_score_correction_bias)", name);
+    if (!strcmp(model_router_type_name(c->router_type), "noisy_topk"))
+        return bg_error("no Hugging Face layout for this config: %s has no place for "
+                        "noisy_topk's gate_noise weights (router_type is noisy_topk)", name);
+    // Group-limited routing restricts which experts a token may pick: the same weights
+    // route differently under a plain top-k.
+    if (c->router_groups > 1 && c->router_topk_groups < c->router_groups)
+        return bg_error("no Hugging Face layout for this config: %s's top-k is over all "
+                        "experts (router_groups %d, router_topk_groups %d)", name,
+                        c->router_groups, c->router_topk_groups);
+    if (c->attention_bias)
+        return bg_error("no Hugging Face layout for this config: %s's attention has no "
+                        "biases (attention_bias is true)", name);
+    return BG_OK;
+}
+
 int export_hf_layout(const model_config *c, hf_layout *layout) {
     int L = c->num_hidden_layers, moe_layers = 0;
     for (int l = 0; l < L; l++) moe_layers += model_layer_is_moe(c, l);
-    if (moe_layers == L) {
-        // Mixtral: RMSNorm, SwiGLU experts, RoPE, top-k renormalized, nothing else.
-        if (c->norm != NORM_RMSNORM)
-            return bg_error("no Hugging Face layout for this config: a MoE model exports as Mixtral, "
-                            "which needs \"norm\": \"rmsnorm\" (this one has layernorm)");
-        if (c->hidden_act != FFN_SWIGLU)
-            return bg_error("no Hugging Face layout for this config: a MoE model exports as Mixtral, "
-                            "which needs \"hidden_act\": \"swiglu\" (this one has gelu)");
-        if (c->position_embedding != POS_ROPE)
-            return bg_error("no Hugging Face layout for this config: a MoE model exports as Mixtral, "
-                            "which needs \"position_embedding\": \"rope\" (this one has learned)");
-        if (c->num_shared_experts > 0)
-            return bg_error("no Hugging Face layout for this config: Mixtral has no shared experts "
-                            "(num_shared_experts is %d)", c->num_shared_experts);
-        // The bias gate picks experts by scores plus a learned bias, which Mixtral's
-        // softmax top-k has no place for: exported, the model would route differently.
-        if (!strcmp(model_router_type_name(c->router_type), "bias"))
-            return bg_error("no Hugging Face layout for this config: Mixtral routes by softmax "
-                            "top-k; router_type bias also adds a per-expert bias (DeepSeek-V3's "
-                            "e_score_correction_bias)");
-        if (c->attention_bias)
-            return bg_error("no Hugging Face layout for this config: Mixtral's attention has no "
-                            "biases (attention_bias is true)");
+    if (moe_layers == L && c->num_shared_experts == 0) {
+        // Mixtral: every layer MoE, renormalized top-k, nothing else.
+        if (moe_layout_check(c, "Mixtral") != BG_OK) return BG_ERR;
         if (!c->norm_topk_prob)
             return bg_error("no Hugging Face layout for this config: Mixtral always renormalizes the "
                             "top-k gate weights (norm_topk_prob is false)");
-        if (!strcmp(model_router_type_name(c->router_type), "noisy_topk"))
-            return bg_error("no Hugging Face layout for this config: Mixtral has no place for "
-                            "noisy_topk's gate_noise weights (router_type is noisy_topk)");
         *layout = HF_MIXTRAL;
         return BG_OK;
     }
-    if (moe_layers == 0) {
-        if (c->norm != NORM_LAYERNORM || c->hidden_act != FFN_GELU ||
-            c->position_embedding != POS_LEARNED)
-            return bg_error("no Hugging Face layout for this config: a dense model exports as GPT-2, "
-                            "which needs layernorm, gelu and learned positions (this one has %s, %s, %s)",
-                            c->norm == NORM_RMSNORM ? "rmsnorm" : "layernorm",
-                            c->hidden_act == FFN_SWIGLU ? "swiglu" : "gelu",
-                            c->position_embedding == POS_ROPE ? "rope" : "learned");
-        if (model_kv_heads(c) != c->num_attention_heads)
-            return bg_error("no Hugging Face layout for this config: GPT-2 has one key/value head "
-                            "per query head (num_key_value_heads is %d of %d heads)",
-                            model_kv_heads(c), c->num_attention_heads);
-        *layout = HF_GPT2;
+    if (moe_layers > 0) {
+        // DeepSeek-MoE: shared experts, dense layers, or both (hf_deepseek.h).
+        int k, m;
+        if (moe_layout_check(c, "DeepSeek-MoE") != BG_OK) return BG_ERR;
+        if (c->mlp_bias)
+            return bg_error("no Hugging Face layout for this config: DeepSeek-MoE's dense layers "
+                            "have no biases (mlp_bias is true)");
+        // MoEGate renormalizes only when top_k > 1; bagualu's top-1 weight would be 1.
+        if (c->norm_topk_prob && c->num_experts_per_tok == 1)
+            return bg_error("no Hugging Face layout for this config: DeepSeek-MoE does not "
+                            "renormalize a top-1 gate weight (norm_topk_prob is true, "
+                            "num_experts_per_tok 1)");
+        if (hf_deepseek_pattern(c, &k, &m) != BG_OK) return BG_ERR;
+        *layout = HF_DEEPSEEK;
         return BG_OK;
     }
-    return bg_error("no Hugging Face layout for this config: it mixes dense and MoE layers "
-                    "(moe_layer_freq %d); Mixtral needs every layer MoE, GPT-2 every layer dense",
-                    c->moe_layer_freq);
+    if (c->norm != NORM_LAYERNORM || c->hidden_act != FFN_GELU || c->position_embedding != POS_LEARNED)
+        return bg_error("no Hugging Face layout for this config: a dense model exports as GPT-2, "
+                        "which needs layernorm, gelu and learned positions (this one has %s, %s, %s)",
+                        c->norm == NORM_RMSNORM ? "rmsnorm" : "layernorm",
+                        c->hidden_act == FFN_SWIGLU ? "swiglu" : "gelu",
+                        c->position_embedding == POS_ROPE ? "rope" : "learned");
+    if (model_kv_heads(c) != c->num_attention_heads)
+        return bg_error("no Hugging Face layout for this config: GPT-2 has one key/value head "
+                        "per query head (num_key_value_heads is %d of %d heads)",
+                        model_kv_heads(c), c->num_attention_heads);
+    *layout = HF_GPT2;
+    return BG_OK;
 }
 
 // ---- reading the checkpoint ---------------------------------------------------------
@@ -208,6 +230,40 @@ static void gpt2_tensors(hf_tensors *o, const model_config *c, const param_table
     if (!c->tie_word_embeddings) hf_add(o, "lm_head.weight", param(t, block, "lm_head.weight", 0), V, C);
 }
 
+// DeepSeek-MoE's names (hf_deepseek.h); each MoE layer's shared experts as one fused FFN.
+static void deepseek_tensors(hf_tensors *o, const model_config *c, const param_table *t,
+                             const float *block) {
+    const int64_t C = c->hidden_size, F = c->moe_intermediate_size, S = c->num_shared_experts;
+    char name[PARAM_NAME_MAX];
+    for (int i = 0; i < t->count; i++) {
+        const param_tensor *p = &t->tensors[i];
+        int part, s = hf_deepseek_name(p->name, name, sizeof name, &part);
+        if (s < 0) {
+            hf_add(o, name, block + p->offset, p->shape[0], p->ndim > 1 ? p->shape[1] : 0);
+            continue;
+        }
+        if (s != 0) continue;  // the first shared expert's tensor writes the fused one
+        int l;
+        sscanf(p->name, "model.layers.%d.", &l);
+        float *fused = bg_malloc(sizeof(float) * (size_t)(S * F * C));
+        char bg[PARAM_NAME_MAX];
+        static const char wn[3] = {'1', '3', '2'};
+        for (int e = 0; e < S; e++) {
+            snprintf(bg, sizeof bg, "model.layers.%d.block_sparse_moe.shared_experts.%d.w%c.weight", l, e, wn[part]);
+            const float *src = param(t, block, bg, 0);
+            if (part < 2) {  // (F,C) blocks stacked by rows
+                memcpy(fused + (size_t)(e * F * C), src, sizeof(float) * (size_t)(F * C));
+            } else {         // (C,F) blocks side by side: row r of the (C,S*F) matrix
+                for (int64_t r = 0; r < C; r++)
+                    memcpy(fused + (size_t)(r * S * F + e * F), src + r * F, sizeof(float) * (size_t)F);
+            }
+        }
+        o->owned[o->n_owned++] = fused;
+        if (part < 2) hf_add(o, name, fused, S * F, C);
+        else hf_add(o, name, fused, C, S * F);
+    }
+}
+
 // ---- config.json --------------------------------------------------------------------
 
 // The shortest decimal that reads back as the same float: 1e-05, not 9.9999997e-06;
@@ -253,6 +309,43 @@ static char *hf_config_json(const model_config *c, hf_layout layout, bg_dtype dt
         add_float(root, "router_aux_loss_coef", c->router_aux_loss_coef);
         cJSON_AddNumberToObject(root, "router_jitter_noise", 0);
         cJSON_AddBoolToObject(root, "output_router_logits", 0);
+    } else if (layout == HF_DEEPSEEK) {
+        int first_k = 0, freq = 1;
+        hf_deepseek_pattern(c, &first_k, &freq);  // export_hf_layout checked it
+        cJSON_AddItemToArray(arch, cJSON_CreateString("DeepseekForCausalLM"));
+        cJSON_AddStringToObject(root, "model_type", "deepseek");
+        // transformers has no "deepseek" class of its own: DeepSeek's published code.
+        cJSON *am = cJSON_AddObjectToObject(root, "auto_map");
+        cJSON_AddStringToObject(am, "AutoConfig",
+                                "deepseek-ai/deepseek-moe-16b-base--configuration_deepseek.DeepseekConfig");
+        cJSON_AddStringToObject(am, "AutoModelForCausalLM",
+                                "deepseek-ai/deepseek-moe-16b-base--modeling_deepseek.DeepseekForCausalLM");
+        cJSON_AddNumberToObject(root, "vocab_size", c->vocab_size);
+        cJSON_AddNumberToObject(root, "max_position_embeddings", c->max_position_embeddings);
+        cJSON_AddNumberToObject(root, "hidden_size", c->hidden_size);
+        cJSON_AddNumberToObject(root, "intermediate_size", c->intermediate_size);
+        cJSON_AddNumberToObject(root, "moe_intermediate_size", c->moe_intermediate_size);
+        cJSON_AddNumberToObject(root, "num_hidden_layers", c->num_hidden_layers);
+        cJSON_AddNumberToObject(root, "num_attention_heads", c->num_attention_heads);
+        cJSON_AddNumberToObject(root, "num_key_value_heads", model_kv_heads(c));
+        if (c->num_shared_experts > 0) cJSON_AddNumberToObject(root, "n_shared_experts", c->num_shared_experts);
+        else cJSON_AddNullToObject(root, "n_shared_experts");
+        cJSON_AddNumberToObject(root, "n_routed_experts", c->num_local_experts);
+        cJSON_AddNumberToObject(root, "num_experts_per_tok", c->num_experts_per_tok);
+        cJSON_AddNumberToObject(root, "moe_layer_freq", freq);
+        cJSON_AddNumberToObject(root, "first_k_dense_replace", first_k);
+        cJSON_AddBoolToObject(root, "norm_topk_prob", c->norm_topk_prob);
+        cJSON_AddStringToObject(root, "scoring_func", "softmax");
+        // MoEGate's aux loss is bagualu's: E·Σ f_i·P_i, per sequence when seq_aux.
+        add_float(root, "aux_loss_alpha", c->router_aux_loss_coef);
+        cJSON_AddBoolToObject(root, "seq_aux", c->router_aux_loss_scope == MOE_AUX_SEQUENCE);
+        cJSON_AddStringToObject(root, "hidden_act", "silu");
+        add_float(root, "rms_norm_eps", c->norm_eps);
+        add_float(root, "rope_theta", c->rope_theta);
+        cJSON_AddNullToObject(root, "rope_scaling");
+        cJSON_AddBoolToObject(root, "attention_bias", 0);
+        add_float(root, "attention_dropout", 0);
+        cJSON_AddNumberToObject(root, "pretraining_tp", 1);
     } else {
         cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
         cJSON_AddStringToObject(root, "model_type", "gpt2");
@@ -352,7 +445,7 @@ int export_hf(const char *ckpt_dir, const char *out_dir, bg_dtype dtype, export_
     o.cap = t.count + 4 * cfg.num_hidden_layers + 4;  // GPT-2 adds 4 bias tensors per layer
     o.t = bg_calloc((size_t)o.cap, sizeof *o.t);
     o.names = bg_calloc((size_t)o.cap, sizeof *o.names);
-    o.owned = bg_calloc((size_t)4 * cfg.num_hidden_layers + 1, sizeof *o.owned);
+    o.owned = bg_calloc((size_t)4 * cfg.num_hidden_layers + 1, sizeof *o.owned);  // GPT-2 4, DeepSeek 3 a layer
     size_t zeros_len = 3 * (size_t)cfg.hidden_size;
     if ((size_t)cfg.intermediate_size > zeros_len) zeros_len = (size_t)cfg.intermediate_size;
     float *zeros = bg_calloc(zeros_len, sizeof(float));
@@ -363,6 +456,8 @@ int export_hf(const char *ckpt_dir, const char *out_dir, bg_dtype dtype, export_
             const param_tensor *p = &t.tensors[i];
             hf_add(&o, p->name, block + p->offset, p->shape[0], p->ndim > 1 ? p->shape[1] : 0);
         }
+    } else if (layout == HF_DEEPSEEK) {
+        deepseek_tensors(&o, &cfg, &t, block);
     } else {
         gpt2_tensors(&o, &cfg, &t, block, zeros);
     }

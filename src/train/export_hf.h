@@ -3,7 +3,7 @@
 // Export of a checkpoint as a Hugging Face model directory: config.json and
 // model.safetensors (metadata format "pt"), loadable by transformers' from_pretrained.
 //
-// Two layouts, each chosen only where it computes exactly bagualu's model:
+// Three layouts, each chosen only where it computes exactly bagualu's model:
 //   Mixtral (MixtralForCausalLM): every layer MoE, RMSNorm, SwiGLU experts, RoPE,
 //     renormalized top-k (Mixtral always renormalizes), no shared experts. bagualu's
 //     parameter names are already Mixtral's; lm_head.weight is left out when tied
@@ -20,11 +20,20 @@
 //       transformer.ln_f; lm_head.weight only when untied.
 //       config: n_embd, n_layer, n_head, n_inner, n_positions, vocab_size,
 //       layer_norm_epsilon, activation_function "gelu_new" (GELU, tanh approximation)
+//   DeepSeek-MoE (DeepseekForCausalLM, model_type "deepseek", v1): a MoE model with shared
+//     experts or with dense layers (where DeepSeek's first_k_dense_replace and
+//     moe_layer_freq give bagualu's MoE layers), RMSNorm, SwiGLU, RoPE, softmax top-k
+//     (norm_topk_prob as configured, not with top-1). Names and the fused shared experts:
+//     hf_deepseek.h. config: n_routed_experts, n_shared_experts (null when none),
+//     moe_intermediate_size, intermediate_size (dense layers), first_k_dense_replace,
+//     moe_layer_freq, scoring_func "softmax", aux_loss_alpha (= router_aux_loss_coef: the
+//     same E·Σ f_i·P_i), seq_aux (router_aux_loss_scope sequence), auto_map to DeepSeek's
+//     published code (transformers has no class of its own for "deepseek").
 // Dropout rates are written as 0: bagualu trains without dropout.
 #include "model/config.h"
 #include "io/safetensors.h"
 
-typedef enum { HF_MIXTRAL = 0, HF_GPT2 = 1 } hf_layout;
+typedef enum { HF_MIXTRAL = 0, HF_GPT2 = 1, HF_DEEPSEEK = 2 } hf_layout;
 
 // The layout that represents cfg exactly; BG_ERR (bg_error naming why) when none does.
 int export_hf_layout(const model_config *cfg, hf_layout *layout);

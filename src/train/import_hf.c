@@ -10,6 +10,7 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_dir.h"
+#include "train/hf_deepseek.h"
 #include "train/trainer.h"
 
 #include <cjson/cJSON.h>
@@ -272,6 +273,104 @@ static int mixtral_config(hf_config *h) {
     return BG_OK;
 }
 
+// A number key with one value this model has: absent, null or exactly `want`.
+static int require_number(const hf_config *h, const char *key, double want, const char *why) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(h->root, key);
+    if (v && !cJSON_IsNull(v) && !(cJSON_IsNumber(v) && v->valuedouble == want))
+        return bg_error("%s: key \"%s\" must be %g: %s", h->path, key, want, why);
+    return BG_OK;
+}
+
+static int bool_or(const hf_config *h, const char *key, int def, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(h->root, key);
+    if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v))
+        return bg_error("%s: key \"%s\" must be true or false", h->path, key);
+    *out = cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
+    return BG_OK;
+}
+
+static int int_or(const hf_config *h, const char *key, int def, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(h->root, key);
+    if (v && !cJSON_IsNull(v) && (!cJSON_IsNumber(v) || v->valuedouble != (int)v->valuedouble))
+        return bg_error("%s: key \"%s\" must be an integer", h->path, key);
+    *out = cJSON_IsNumber(v) ? (int)v->valuedouble : def;
+    return BG_OK;
+}
+
+// DeepSeek-MoE v1 (DeepSeek's configuration_deepseek.py / modeling_deepseek.py; names
+// and layers: hf_deepseek.h). Absent keys take DeepseekConfig's defaults.
+static int deepseek_config(hf_config *h) {
+    // auto_map names DeepSeek's code, ep_size its expert-parallel layout, pretraining_tp
+    // splits the projections into slices with the same sums: none changes the function.
+    static const char *const known[] = {
+        "vocab_size", "max_position_embeddings", "hidden_size", "intermediate_size",
+        "moe_intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "num_key_value_heads", "n_shared_experts", "n_routed_experts", "num_experts_per_tok",
+        "moe_layer_freq", "first_k_dense_replace", "norm_topk_prob", "scoring_func",
+        "aux_loss_alpha", "seq_aux", "hidden_act", "rms_norm_eps", "rope_theta", "rope_scaling",
+        "attention_bias", "attention_dropout", "initializer_range", "tie_word_embeddings",
+        "routed_scaling_factor", "topk_method", "n_group", "topk_group", "auto_map", "ep_size",
+        "pretraining_tp", NULL};
+    static const char *const silu[] = {"silu", NULL}, *const softmax[] = {"softmax", NULL};
+    static const char *const greedy[] = {"greedy", "gready", NULL};  // "gready": DeepSeek's spelling
+    if (check_keys(h, known) != BG_OK) return BG_ERR;
+    if (require_string(h, "hidden_act", silu, "bagualu's DeepSeek experts are SwiGLU (silu)") != BG_OK ||
+        require_string(h, "scoring_func", softmax, "bagualu's top-k gate scores by softmax") != BG_OK ||
+        require_string(h, "topk_method", greedy, "bagualu's top-k gate picks greedily over all experts") != BG_OK ||
+        require_number(h, "routed_scaling_factor", 1, "bagualu does not scale the routed experts' sum") != BG_OK ||
+        require_number(h, "n_group", 1, "bagualu's DeepSeek gate is not group-limited") != BG_OK ||
+        require_number(h, "topk_group", 1, "bagualu's DeepSeek gate is not group-limited") != BG_OK ||
+        require_null(h, "rope_scaling", "bagualu's RoPE has no scaling") != BG_OK ||
+        require_null(h, "attention_dropout", "bagualu has no attention dropout") != BG_OK ||
+        require_bool(h, "attention_bias", 0, "bagualu's attention projections have no biases") != BG_OK)
+        return BG_ERR;
+    double NH = number_or(h, "num_attention_heads", 32);
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(h->root, "num_key_value_heads");
+    if (kv && !cJSON_IsNull(kv) && !cJSON_IsNumber(kv))
+        return bg_error("%s: key \"num_key_value_heads\" is not a number", h->path);
+    cJSON_AddNumberToObject(h->out, "num_key_value_heads", !kv ? 32 : cJSON_IsNull(kv) ? NH : kv->valuedouble);
+    // Layer l is MoE iff l >= first_k_dense_replace and l % moe_layer_freq == 0; bagualu
+    // has the pattern only where some moe_layer_freq of its own gives the same layers.
+    int L = 0, first_k = 0, freq = 1, S = 0, k = 0, norm = 0, seq = 1;
+    if (int_or(h, "num_hidden_layers", 30, &L) != BG_OK || int_or(h, "first_k_dense_replace", 0, &first_k) != BG_OK ||
+        int_or(h, "moe_layer_freq", 1, &freq) != BG_OK || int_or(h, "n_shared_experts", 0, &S) != BG_OK ||
+        int_or(h, "num_experts_per_tok", 0, &k) != BG_OK ||
+        bool_or(h, "norm_topk_prob", 0, &norm) != BG_OK || bool_or(h, "seq_aux", 1, &seq) != BG_OK)
+        return BG_ERR;
+    int bg_freq = hf_deepseek_bagualu_freq(L, first_k, freq);
+    if (!bg_freq)
+        return bg_error("%s: key \"first_k_dense_replace\" (%d) with \"moe_layer_freq\" (%d) of %d layers: "
+                        "bagualu's MoE layers are those with (l + 1) %% moe_layer_freq == 0, and no "
+                        "moe_layer_freq gives these", h->path, first_k, freq, L);
+    cJSON_AddNumberToObject(h->out, "moe_layer_freq", bg_freq);
+    cJSON_AddNumberToObject(h->out, "num_shared_experts", S);
+    // MoEGate renormalizes only when top_k > 1: a top-1 weight stays the probability.
+    cJSON_AddBoolToObject(h->out, "norm_topk_prob", norm && k != 1);
+    // MoEGate's aux loss is bagualu's E·Σ f_i·P_i: over the batch, or per sequence
+    // (seq_aux, the mean over sequences): training-only, mapped exactly.
+    cJSON_AddStringToObject(h->out, "router_aux_loss_scope", seq ? "sequence" : "batch");
+    if (map_number(h, "vocab_size", "vocab_size", 102400) != BG_OK ||
+        map_number(h, "max_position_embeddings", "max_position_embeddings", 2048) != BG_OK ||
+        map_number(h, "hidden_size", "hidden_size", 0.0 / 0.0) != BG_OK ||
+        map_number(h, "num_hidden_layers", "num_hidden_layers", 0.0 / 0.0) != BG_OK ||
+        map_number(h, "num_attention_heads", "num_attention_heads", 0.0 / 0.0) != BG_OK ||
+        map_number(h, "intermediate_size", "intermediate_size", 11008) != BG_OK ||
+        map_number(h, "moe_intermediate_size", "moe_intermediate_size", 1407) != BG_OK ||
+        map_number(h, "n_routed_experts", "num_local_experts", 0.0 / 0.0) != BG_OK ||
+        map_number(h, "num_experts_per_tok", "num_experts_per_tok", 0.0 / 0.0) != BG_OK ||
+        map_number(h, "rms_norm_eps", "norm_eps", 1e-6) != BG_OK ||
+        map_number(h, "rope_theta", "rope_theta", 10000) != BG_OK ||
+        map_number(h, "aux_loss_alpha", "router_aux_loss_coef", 0.001) != BG_OK ||
+        map_number(h, "initializer_range", "initializer_range", 0.02) != BG_OK)
+        return BG_ERR;
+    cJSON_AddStringToObject(h->out, "norm", "rmsnorm");
+    cJSON_AddStringToObject(h->out, "hidden_act", "swiglu");
+    cJSON_AddStringToObject(h->out, "position_embedding", "rope");
+    cJSON_AddNumberToObject(h->out, "router_z_loss_coef", 0);  // DeepSeek has no z-loss
+    cJSON_AddBoolToObject(h->out, "tie_word_embeddings", tied(h, 0));
+    return BG_OK;
+}
+
 static int gpt2_config(hf_config *h) {
     static const char *const known[] = {
         "vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner",
@@ -379,6 +478,47 @@ static int mixtral_tensors(hf_source *s, const model *m) {
     return BG_OK;
 }
 
+// DeepSeek's names (hf_deepseek.h); the fused shared experts split back into bagualu's S.
+static int deepseek_tensors(hf_source *s, const model *m) {
+    const param_table *t = &m->table;
+    const model_config *c = &m->cfg;
+    const int64_t C = c->hidden_size, F = c->moe_intermediate_size, S = c->num_shared_experts;
+    char name[PARAM_NAME_MAX + 32], bg[PARAM_NAME_MAX];
+    for (int l = 0; l < c->num_hidden_layers; l++) {  // RoPE's frequencies, a buffer
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.rotary_emb.inv_freq", l);
+        skip(s, name);
+    }
+    float *fused = S > 0 ? bg_malloc(sizeof(float) * (size_t)(S * F * C)) : NULL;
+    int rc = BG_OK;
+    for (int i = 0; i < t->count && rc == BG_OK; i++) {
+        const param_tensor *p = &t->tensors[i];
+        int part, e = hf_deepseek_name(p->name, name, sizeof name, &part);
+        if (e < 0) {
+            rc = take(s, name, m->params + p->offset, p->shape[0], p->ndim > 1 ? p->shape[1] : 0);
+            continue;
+        }
+        if (e != 0) continue;  // the first shared expert's tensor reads the fused one
+        int l;
+        sscanf(p->name, "model.layers.%d.", &l);
+        rc = part < 2 ? take(s, name, fused, S * F, C) : take(s, name, fused, C, S * F);
+        static const char wn[3] = {'1', '3', '2'};
+        for (int x = 0; x < S && rc == BG_OK; x++) {
+            snprintf(bg, sizeof bg, "model.layers.%d.block_sparse_moe.shared_experts.%d.w%c.weight", l, x, wn[part]);
+            float *dst = param_at(m, bg, 0);
+            if (part < 2) {
+                memcpy(dst, fused + (size_t)(x * F * C), sizeof(float) * (size_t)(F * C));
+            } else {
+                for (int64_t r = 0; r < C; r++)
+                    memcpy(dst + r * F, fused + (size_t)(r * S * F + x * F), sizeof(float) * (size_t)F);
+            }
+        }
+    }
+    free(fused);
+    if (rc == BG_OK && c->tie_word_embeddings)
+        rc = take_tied_head(s, "lm_head.weight", param_at(m, "model.embed_tokens.weight", 0), c->vocab_size, C);
+    return rc;
+}
+
 // ---- the checkpoint -----------------------------------------------------------------
 
 // A one-process trainer holding the parameters, a fresh optimizer and the step: what
@@ -436,16 +576,17 @@ int import_hf(const char *hf_dir, const char *save_dir, long step, uint64_t seed
     hf_config h = {path, root, cJSON_CreateObject()};
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     const char *layout = cJSON_IsString(type) ? type->valuestring : "";
-    int is_gpt2 = !strcmp(layout, "gpt2"), rc;
+    int is_gpt2 = !strcmp(layout, "gpt2"), is_deepseek = !strcmp(layout, "deepseek"), rc;
     if (!strcmp(layout, "mixtral")) rc = mixtral_config(&h);
-    else if (!strcmp(layout, "gpt2")) rc = gpt2_config(&h);
+    else if (is_gpt2) rc = gpt2_config(&h);
+    else if (is_deepseek) rc = deepseek_config(&h);
     else if (!strcmp(layout, "qwen2_moe"))
         // Qwen2MoeSparseMoeBlock scales its shared expert by sigmoid(shared_expert_gate·x),
         // a per-token gate bagualu's always-on shared experts do not have.
         rc = bg_error("%s: tensor \"mlp.shared_expert_gate.weight\" of Qwen2-MoE (model_type "
                       "\"qwen2_moe\") has no place in bagualu's model: its shared experts are not gated",
                       path);
-    else rc = bg_error("%s: key \"model_type\" is \"%s\": import reads mixtral and gpt2", path, layout);
+    else rc = bg_error("%s: key \"model_type\" is \"%s\": import reads mixtral, deepseek and gpt2", path, layout);
     model_config cfg;
     if (rc == BG_OK) {
         char *cfg_text = cJSON_PrintUnformatted(h.out);
@@ -463,7 +604,8 @@ int import_hf(const char *hf_dir, const char *save_dir, long step, uint64_t seed
     }
     model m;
     model_init(&m, &cfg, seed);
-    rc = (is_gpt2 ? gpt2_tensors(&s, &m) : mixtral_tensors(&s, &m)) == BG_OK && source_all_taken(&s) == BG_OK
+    rc = (is_gpt2 ? gpt2_tensors(&s, &m) : is_deepseek ? deepseek_tensors(&s, &m) : mixtral_tensors(&s, &m)) == BG_OK &&
+                 source_all_taken(&s) == BG_OK
              ? IMPORT_OK : IMPORT_BAD_INPUT;
     int tensors = 0;
     for (int i = 0; i < s.n; i++) tensors += s.files[i].count;
@@ -471,7 +613,7 @@ int import_hf(const char *hf_dir, const char *save_dir, long step, uint64_t seed
     if (rc == IMPORT_OK && (save(&m, save_dir, step, seed) != BG_OK || write_config(&cfg, save_dir) != BG_OK))
         rc = IMPORT_FAILED;
     if (rc == IMPORT_OK && summary) {
-        summary->layout = is_gpt2 ? "gpt2" : "mixtral";
+        summary->layout = is_gpt2 ? "gpt2" : is_deepseek ? "deepseek" : "mixtral";
         snprintf(summary->checkpoint, sizeof summary->checkpoint, "%s/step_%08ld", save_dir, step);
         summary->tensors = tensors;
         summary->params = m.table.numel;

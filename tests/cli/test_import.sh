@@ -118,7 +118,10 @@ refuse activation 'key "hidden_act" is gelu' moe-hf 'c["hidden_act"] = "gelu"'
 refuse attention-bias 'key "attention_bias"' moe-hf 'c["attention_bias"] = True'
 refuse shared-gate 'key "shared_expert_gate"' moe-hf 'c["shared_expert_gate"] = True'
 refuse qwen 'tensor "mlp.shared_expert_gate.weight" of Qwen2-MoE' moe-hf 'c["model_type"] = "qwen2_moe"'
-refuse deepseek 'key "model_type" is "deepseek"' moe-hf 'c["model_type"] = "deepseek"'
+# A Mixtral config relabelled DeepSeek: refused by its first key DeepSeek's config lacks
+# (DeepSeek itself: test_import_deepseek.sh).
+refuse deepseek 'key "head_dim" is not something' moe-hf 'c["model_type"] = "deepseek"'
+refuse llama 'key "model_type" is "llama": import reads mixtral, deepseek and gpt2' moe-hf 'c["model_type"] = "llama"'
 refuse gpt2-gelu 'key "activation_function" is gelu' dense-hf 'c["activation_function"] = "gelu"'
 refuse extra-tensor 'tensor "model.layers.0.self_attn.q_proj.bias" has no place' moe-hf \
   't["model.layers.0.self_attn.q_proj.bias"] = ("F32", [32], struct.pack("<32f", *([0.5] * 32)))'

@@ -33,7 +33,7 @@ under it; several modes run in one process when separated by "+"; exit 1 if any 
                                each must FAIL, showing the tolerance catches real mistakes
   export  HF_DIR CASE_DIR [DTYPE F32_HF_DIR]
                                reads an exported Hugging Face directory by its HF names
-                               (Mixtral or GPT-2), reproduces bagualu's logits; DTYPE (F32,
+                               (Mixtral, DeepSeek-MoE or GPT-2), reproduces bagualu's logits; DTYPE (F32,
                                BF16, F16) is the stored dtype to expect, and a BF16/F16 export
                                is also checked value by value against the F32 export
 """
@@ -508,6 +508,71 @@ def mixtral_forward(cfg, t, ids, ck):
     return h @ head.T
 
 
+def deepseek_forward(cfg, t, ids, ck):
+    """DeepSeek-MoE v1's DeepseekForCausalLM forward (modeling_deepseek.py), from its HF
+    config keys and tensor names: MoEGate's softmax top-k, renormalized only when
+    top_k > 1 and norm_topk_prob; the shared experts one MLP of n_shared_experts times
+    moe_intermediate_size; layer l MoE iff l >= first_k_dense_replace and
+    l % moe_layer_freq == 0, else a dense MLP of intermediate_size."""
+    C, NH, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    KVH, E, k = cfg["num_key_value_heads"], cfg["n_routed_experts"], cfg["num_experts_per_tok"]
+    S, hd = cfg.get("n_shared_experts"), C // NH
+    eps, tied = cfg["rms_norm_eps"], cfg.get("tie_word_embeddings", False)
+    ck.true("scoring_func", cfg.get("scoring_func", "softmax") == "softmax")
+    is_moe = [l >= cfg.get("first_k_dense_replace", 0) and l % cfg.get("moe_layer_freq", 1) == 0 for l in range(L)]
+    names = ["model.embed_tokens.weight", "model.norm.weight"] + ([] if tied else ["lm_head.weight"])
+    for l in range(L):
+        pre = f"model.layers.{l}"
+        names += [f"{pre}.input_layernorm.weight", f"{pre}.post_attention_layernorm.weight"]
+        names += [f"{pre}.self_attn.{n}_proj.weight" for n in "qkvo"]
+        if not is_moe[l]:
+            names += [f"{pre}.mlp.{w}_proj.weight" for w in ("gate", "up", "down")]
+            continue
+        names += [f"{pre}.mlp.gate.weight"]
+        names += [f"{pre}.mlp.experts.{e}.{w}_proj.weight" for e in range(E) for w in ("gate", "up", "down")]
+        if S is not None:
+            names += [f"{pre}.mlp.shared_experts.{w}_proj.weight" for w in ("gate", "up", "down")]
+    expect_names(ck, t, names)
+    t = {n: v.to(DT) for n, v in t.items()}
+
+    def mlp(x, pre):
+        return (silu(x @ t[pre + ".gate_proj.weight"].T) * (x @ t[pre + ".up_proj.weight"].T)) @ t[pre + ".down_proj.weight"].T
+
+    B, T = ids.shape
+    cos, sin = rope_tables(T, hd, cfg["rope_theta"])
+    h = t["model.embed_tokens.weight"][ids]
+    for l in range(L):
+        pre = f"model.layers.{l}"
+        r = h
+        h = rmsnorm(h, t[pre + ".input_layernorm.weight"], eps)
+        q = (h @ t[pre + ".self_attn.q_proj.weight"].T).view(B, T, NH, hd).transpose(1, 2)
+        kk = (h @ t[pre + ".self_attn.k_proj.weight"].T).view(B, T, KVH, hd).transpose(1, 2)
+        v = (h @ t[pre + ".self_attn.v_proj.weight"].T).view(B, T, KVH, hd).transpose(1, 2)
+        kk, v = kk.repeat_interleave(NH // KVH, 1), v.repeat_interleave(NH // KVH, 1)
+        q, kk = apply_rope(q, cos, sin), apply_rope(kk, cos, sin)
+        h = r + merge_heads(causal_attention(q, kk, v)) @ t[pre + ".self_attn.o_proj.weight"].T
+        r = h
+        x = rmsnorm(h, t[pre + ".post_attention_layernorm.weight"], eps).reshape(B * T, C)
+        if not is_moe[l]:
+            h = r + mlp(x, pre + ".mlp").view(B, T, C)
+            continue
+        scores = torch.softmax(x @ t[pre + ".mlp.gate.weight"].T, dim=-1)
+        w, idx = torch.topk(scores, k, dim=-1, sorted=False)
+        if k > 1 and cfg.get("norm_topk_prob", False):
+            w = w / (w.sum(-1, keepdim=True) + 1e-20)
+        out = torch.zeros_like(x)
+        for e in range(E):
+            tok, slot = (idx == e).nonzero(as_tuple=True)
+            if tok.numel() > 0:
+                out = out.index_add(0, tok, mlp(x[tok], f"{pre}.mlp.experts.{e}") * w[tok, slot][:, None])
+        if S is not None:
+            out = out + mlp(x, pre + ".mlp.shared_experts")
+        h = r + out.view(B, T, C)
+    h = rmsnorm(h, t["model.norm.weight"], eps)
+    head = t["model.embed_tokens.weight"] if tied else t["lm_head.weight"]
+    return h @ head.T
+
+
 def gpt2_forward(cfg, t, ids, ck):
     """GPT2LMHeadModel's forward (Conv1D weights are (in, out)), from HF names."""
     C, NH, L = cfg["n_embd"], cfg["n_head"], cfg["n_layer"]
@@ -559,6 +624,9 @@ def check_export(hf_dir, case_dir, want_dtype, f32_dir=None):
     if cfg["model_type"] == "mixtral":
         ck.true("architectures", cfg["architectures"] == ["MixtralForCausalLM"])
         logits = mixtral_forward(cfg, t, ids, ck)
+    elif cfg["model_type"] == "deepseek":
+        ck.true("architectures", cfg["architectures"] == ["DeepseekForCausalLM"])
+        logits = deepseek_forward(cfg, t, ids, ck)
     elif cfg["model_type"] == "gpt2":
         ck.true("architectures", cfg["architectures"] == ["GPT2LMHeadModel"])
         logits = gpt2_forward(cfg, t, ids, ck)

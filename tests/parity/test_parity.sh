@@ -90,7 +90,7 @@ reference parity "${cases[@]}"
 reference mutants "$D/moe_top1" "$D/moe_top2" "$D/moe_top3_e8" "$D/dense_gpt2"
 
 # 3. Export, read back by Hugging Face names.
-for name in moe_top2 moe_gqa dense_gpt2 dense_gpt2_untied dense_gpt2_bias; do
+for name in moe_top2 moe_gqa moe_shared moe_shared_dense dense_gpt2 dense_gpt2_untied dense_gpt2_bias; do
   ck="$D/$name/ckpt/step_00000000"
   for dt in f32 bf16 f16; do
     expect_export "$name $dt" 0 "exported" -- --checkpoint "$ck" --format hf --out "$D/$name/hf_$dt" --dtype "$dt"
@@ -114,8 +114,7 @@ fi
 # 4. What export refuses, with exit 2 and the reason.
 ck() { echo "$D/$1/ckpt/step_00000000"; }
 expect_export "layernorm moe" 2 'Mixtral, which needs "norm": "rmsnorm"' -- --checkpoint "$(ck moe_top1)" --out "$D/x"
-expect_export "shared experts" 2 "Mixtral has no shared experts" -- --checkpoint "$(ck moe_shared)" --out "$D/x"
-expect_export "moe_layer_freq 2" 2 "mixes dense and MoE layers" -- --checkpoint "$(ck moe_freq2)" --out "$D/x"
+expect_export "moe_layer_freq 2" 2 'exports as DeepSeek-MoE, which needs "norm": "rmsnorm"' -- --checkpoint "$(ck moe_freq2)" --out "$D/x"
 expect_export "dense llama" 2 "exports as GPT-2, which needs layernorm, gelu and learned" -- --checkpoint "$(ck dense_llama)" --out "$D/x"
 expect_export "bad dtype" 2 'unknown --dtype "f64"' -- --checkpoint "$(ck moe_top2)" --out "$D/x" --dtype f64
 expect_export "bad format" 2 'unknown --format "onnx"' -- --checkpoint "$(ck moe_top2)" --out "$D/x" --format onnx
