@@ -67,5 +67,13 @@ int main(void) {
     TU_CHECK(model_config_parse(&bad, "{\"vocab_size\": 10}", "x") == BG_ERR &&
                  strstr(bg_last_error(), "missing required key"), "missing key");
     TU_CHECK(model_config_parse(&bad, "[1,2]", "x") == BG_ERR, "not an object");
+    // Sizes are bounded before the per-layer checks (fuzz finding: 7e8 layers spun there):
+    // a config past the bound and also wrong per layer names the bound.
+    TU_CHECK(model_config_parse(&bad, "{\"vocab_size\": 64, \"max_position_embeddings\": 8, "
+             "\"hidden_size\": 8, \"num_hidden_layers\": 700000000, \"num_attention_heads\": 2, "
+             "\"intermediate_size\": 8, \"num_local_experts\": 2, \"num_experts_per_tok\": 1, "
+             "\"moe_intermediate_size\": 8, \"mlp_bias\": true}", "x") == BG_ERR &&
+                 strstr(bg_last_error(), "beyond what bagualu supports"),
+             "sizes bounded first: %s", bg_last_error());
     return tu_finish("config_params");
 }
