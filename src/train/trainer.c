@@ -723,6 +723,7 @@ int trainer_run(const train_options *o, int *report) {
     while (tr.step < o->steps) {
         double t0 = bg_now(), loss;
         if (trainer_step(&tr, &loss) != BG_OK) {
+            free(data_json);
             ckpt_saver_free(saver);
             return run_stopped_health(&tr, &sink, &health, report);
         }
@@ -786,9 +787,10 @@ int trainer_run(const train_options *o, int *report) {
         }
         if (tr.has_val && o->eval_every > 0 && tr.step % o->eval_every == 0 && tr.step < o->steps) {
             if (trainer_evaluate(&tr, &v) != BG_OK) {
-            ckpt_saver_free(saver);
-            return run_stopped_health(&tr, &sink, &health, report);
-        }
+                free(data_json);
+                ckpt_saver_free(saver);
+                return run_stopped_health(&tr, &sink, &health, report);
+            }
             char label[64];
             snprintf(label, sizeof label, "step %ld: val loss", tr.step);
             report_val(&tr, &sink, label, v);
@@ -814,9 +816,10 @@ int trainer_run(const train_options *o, int *report) {
     if (rc == TRAIN_OK && tr.step == o->steps) {
         if (tr.has_val) {
             if (trainer_evaluate(&tr, &v) != BG_OK) {
-            ckpt_saver_free(saver);
-            return run_stopped_health(&tr, &sink, &health, report);
-        }
+                free(data_json);
+                ckpt_saver_free(saver);
+                return run_stopped_health(&tr, &sink, &health, report);
+            }
             report_val(&tr, &sink, "val loss after training", v);
             metrics_val(&sink, tr.step, v);
         }
