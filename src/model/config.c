@@ -237,6 +237,14 @@ int model_config_validate(const model_config *c, const char *origin) {
     if (!(c->norm_eps > 0)) return bg_error("%s: norm_eps must be positive", origin);
     if (!(c->initializer_range > 0)) return bg_error("%s: initializer_range must be positive", origin);
     if (c->num_local_experts < 0) return bg_error("%s: num_local_experts must be >= 0", origin);
+    // Sizes must keep every tensor's element count within size_t and every row
+    // count within int: bound the hidden dimensions generously,
+    // and before the per-layer loop below (10^9 layers would spin there).
+    if (c->vocab_size > (1 << 24) || c->hidden_size > (1 << 16) ||
+        c->max_position_embeddings > (1 << 20) || c->intermediate_size > (1 << 18) ||
+        c->moe_intermediate_size > (1 << 18) || c->num_local_experts > (1 << 14) ||
+        c->num_hidden_layers > 4096)
+        return bg_error("%s: a size in the config is beyond what bagualu supports", origin);
     int any_dense = 0, any_moe = 0;
     if (c->moe_layer_freq <= 0) return bg_error("%s: moe_layer_freq must be positive", origin);
     for (int l = 0; l < c->num_hidden_layers; l++) {
@@ -263,13 +271,6 @@ int model_config_validate(const model_config *c, const char *origin) {
         int rc = validate_routing(c, origin);
         if (rc != BG_OK) return rc;
     }
-    // Sizes must keep every tensor's element count within size_t and every row
-    // count within int: bound the hidden dimensions generously.
-    if (c->vocab_size > (1 << 24) || c->hidden_size > (1 << 16) ||
-        c->max_position_embeddings > (1 << 20) || c->intermediate_size > (1 << 18) ||
-        c->moe_intermediate_size > (1 << 18) || c->num_local_experts > (1 << 14) ||
-        c->num_hidden_layers > 4096)
-        return bg_error("%s: a size in the config is beyond what bagualu supports", origin);
     return BG_OK;
 }
 

@@ -48,11 +48,12 @@ mpi --a2a auto --link-gbit 1 --log "$D/auto.jsonl" >"$D/out" 2>&1 && grep -q "^a
   [ "$(bits "$D/auto.jsonl")" = "$(bits "$D/flat-1.jsonl")" ] &&
   ok "--a2a auto: $(grep -o '^a2a auto: [a-z0-9]*' "$D/out")" || { bad "--a2a auto"; tail -3 "$D/out"; }
 
-# Watchdog: stop one of two ranks; the other must name it and exit within the timeout.
-start=$(date +%s)
-timeout 60 "${DIST_MPIRUN[@]}" -np 2 "$BIN" train --config "$CFG" --data "$D/t.bin" --threads 1 \
+# Watchdog: stop one of two ranks once training runs (the first step logged: before the
+# timeout is set, in MPI_Init, nothing watches, and a slow start under ASan is still
+# there a second after launch); the other must name it and exit within the timeout.
+timeout 120 "${DIST_MPIRUN[@]}" -np 2 "$BIN" train --config "$CFG" --data "$D/t.bin" --threads 1 \
   --steps 100000 --seq-len 32 --batch-size 2 --expert-parallel 2 --comm-timeout 2 \
-  --save-dir "$D/wd" >/dev/null 2>"$D/err" &
+  --save-dir "$D/wd" --log "$D/wd.jsonl" >/dev/null 2>"$D/err" &
 launcher=$!
 victim=""
 for _ in $(seq 100); do
@@ -62,7 +63,8 @@ for _ in $(seq 100); do
   [ -n "$victim" ] && break
   sleep 0.2
 done
-sleep 1
+for _ in $(seq 600); do grep -q '"step"' "$D/wd.jsonl" 2>/dev/null && break; sleep 0.2; done
+start=$(date +%s)
 kill -STOP "$victim" 2>/dev/null
 wait $launcher
 rc=$?

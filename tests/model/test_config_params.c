@@ -94,5 +94,13 @@ int main(void) {
              "kv heads not dividing heads: %s", bg_last_error());
     TU_CHECK(model_config_parse(&bad, GQA_BASE ", \"num_key_value_heads\": 0}", "x") == BG_ERR &&
                  strstr(bg_last_error(), "num_key_value_heads must be positive"), "kv heads 0");
+    // Sizes are bounded before the per-layer checks (fuzz finding: 7e8 layers spun there):
+    // a config past the bound and also wrong per layer names the bound.
+    TU_CHECK(model_config_parse(&bad, "{\"vocab_size\": 64, \"max_position_embeddings\": 8, "
+             "\"hidden_size\": 8, \"num_hidden_layers\": 700000000, \"num_attention_heads\": 2, "
+             "\"intermediate_size\": 8, \"num_local_experts\": 2, \"num_experts_per_tok\": 1, "
+             "\"moe_intermediate_size\": 8, \"mlp_bias\": true}", "x") == BG_ERR &&
+                 strstr(bg_last_error(), "beyond what bagualu supports"),
+             "sizes bounded first: %s", bg_last_error());
     return tu_finish("config_params");
 }
