@@ -21,7 +21,9 @@ static int write_synthetic(bagualu *h) {
     synth_task task;
     if (synth_task_parse(&task, h->synthetic) != BG_OK) return BG_ERR;
     const char *tmp = getenv("TMPDIR");
-    snprintf(h->synth_dir, sizeof h->synth_dir, "%s/bagualu-synth-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    char unique[7];  // mkdtemp replaces the template's last six letters, all 'X'
+    memset(unique, 'X', 6), unique[6] = '\0';
+    snprintf(h->synth_dir, sizeof h->synth_dir, "%s/bagualu-synth-%s", tmp && *tmp ? tmp : "/tmp", unique);
     if (!mkdtemp(h->synth_dir)) {
         h->synth_dir[0] = '\0';
         return bg_error("synthetic: cannot make a temporary directory under %s", tmp && *tmp ? tmp : "/tmp");
