@@ -106,6 +106,15 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     // (the planner scales to other counts by the cores a rank gets).
     if (threads <= 0 || threads > cores) threads = (int)cores;
     cl.nodes = 1, cl.ranks_per_node = (int)(cores / threads), cl.oversubscription = 1;
+    // The inter-node link first: a launcher that does not work fails before the minute
+    // of GEMM timing.
+    double inter_bw = 0, inter_lat = 0;
+    if (inter) {
+        if (probe_links(inter, &inter_bw, &inter_lat) != BG_OK) {
+            fprintf(stderr, "bagualu: plan: the inter-node probe under \"%s\" failed\n", inter);
+            return 2;
+        }
+    }
     fprintf(stderr, "plan: timing GEMMs on %d of %ld cores...\n", threads, cores);
     plan_calibrate_compute(&cl, c, B, T, threads, 60);
     double bw = 0, lat = 0;
@@ -117,12 +126,7 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     cl.intra_bw = cl.inter_bw = bw;
     cl.intra_lat = cl.inter_lat = lat;
     if (inter) {
-        // Emulated nodes share this machine's cores: each is a node of the same rates.
-        fprintf(stderr, "plan: probing the inter-node link with %s...\n", inter);
-        if (probe_links(inter, &cl.inter_bw, &cl.inter_lat) != BG_OK) {
-            fprintf(stderr, "bagualu: plan: the inter-node probe under \"%s\" failed\n", inter);
-            return 2;
-        }
+        cl.inter_bw = inter_bw, cl.inter_lat = inter_lat;
         // Emulated nodes share this machine: a node gets cores/N of its cores and memory;
         // where that is under one rank's `threads`, its one rank runs at that share.
         double node_cores = (double)cores / inter_nodes, share = node_cores / threads;

@@ -6,7 +6,7 @@
 # beside the whole, and --a2a-skew-probe its barrier time apart; --a2a auto runs and says what it chose; and the watchdog: a rank
 # stopped mid-run is named by its peer, which exits within the timeout.
 . "$(dirname "$0")/dist_launch.sh"
-dist_have_mpi || exit 0
+dist_have_mpi || exit 77
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT

@@ -68,5 +68,8 @@ expect bad-zero '--zero must be 0 or 1' -- run "$HERE/box.json" --zero 2
 expect long-seq 'exceeds the model' -- run "$HERE/box.json" --seq-len 65
 expect tp-divide 'must divide --ranks' -- run "$HERE/box.json" --ranks 4 --tensor-parallel 3
 expect calibrate-out '--calibrate needs --out' -- "$BIN" plan --calibrate
+expect calibrate-nodes '--nodes must be >= 1' -- "$BIN" plan --calibrate --out "$D/c.json" --nodes 0
+expect inter-probe 'the inter-node probe under "false" failed' -- \
+  "$BIN" plan --calibrate --out "$D/c.json" --inter-launcher false
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
