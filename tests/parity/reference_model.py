@@ -479,14 +479,7 @@ def mixtral_forward(cfg, t, ids, ck):
     h = t["model.embed_tokens.weight"][ids]
     for l in range(L):
         pre = f"model.layers.{l}"
-        r = h
-        h = rmsnorm(h, t[pre + ".input_layernorm.weight"], eps)
-        q = (h @ t[pre + ".self_attn.q_proj.weight"].T).view(B, T, NH, hd).transpose(1, 2)
-        kk = (h @ t[pre + ".self_attn.k_proj.weight"].T).view(B, T, KVH, hd).transpose(1, 2)
-        v = (h @ t[pre + ".self_attn.v_proj.weight"].T).view(B, T, KVH, hd).transpose(1, 2)
-        kk, v = kk.repeat_interleave(NH // KVH, 1), v.repeat_interleave(NH // KVH, 1)
-        q, kk = apply_rope(q, cos, sin), apply_rope(kk, cos, sin)
-        h = r + merge_heads(causal_attention(q, kk, v)) @ t[pre + ".self_attn.o_proj.weight"].T
+        h = hf_attention_block(t, pre, h, cos, sin, NH, KVH, eps)
         r = h
         x = rmsnorm(h, t[pre + ".post_attention_layernorm.weight"], eps).reshape(B * T, C)
         moe = pre + ".block_sparse_moe"
@@ -506,6 +499,21 @@ def mixtral_forward(cfg, t, ids, ck):
     h = rmsnorm(h, t["model.norm.weight"], eps)
     head = t["model.embed_tokens.weight"] if tied else t["lm_head.weight"]
     return h @ head.T
+
+
+def hf_attention_block(t, pre, h, cos, sin, NH, KVH, eps):
+    """Llama-style attention block of Hugging Face's Mixtral and DeepSeek layouts: RMSNorm,
+    q/k/v (KVH key/value heads, repeated for grouped queries), RoPE, causal attention,
+    o_proj, residual."""
+    B, T, C = h.shape
+    hd = C // NH
+    x = rmsnorm(h, t[pre + ".input_layernorm.weight"], eps)
+    q = (x @ t[pre + ".self_attn.q_proj.weight"].T).view(B, T, NH, hd).transpose(1, 2)
+    kk = (x @ t[pre + ".self_attn.k_proj.weight"].T).view(B, T, KVH, hd).transpose(1, 2)
+    v = (x @ t[pre + ".self_attn.v_proj.weight"].T).view(B, T, KVH, hd).transpose(1, 2)
+    kk, v = kk.repeat_interleave(NH // KVH, 1), v.repeat_interleave(NH // KVH, 1)
+    q, kk = apply_rope(q, cos, sin), apply_rope(kk, cos, sin)
+    return h + merge_heads(causal_attention(q, kk, v)) @ t[pre + ".self_attn.o_proj.weight"].T
 
 
 def deepseek_forward(cfg, t, ids, ck):
@@ -543,14 +551,7 @@ def deepseek_forward(cfg, t, ids, ck):
     h = t["model.embed_tokens.weight"][ids]
     for l in range(L):
         pre = f"model.layers.{l}"
-        r = h
-        h = rmsnorm(h, t[pre + ".input_layernorm.weight"], eps)
-        q = (h @ t[pre + ".self_attn.q_proj.weight"].T).view(B, T, NH, hd).transpose(1, 2)
-        kk = (h @ t[pre + ".self_attn.k_proj.weight"].T).view(B, T, KVH, hd).transpose(1, 2)
-        v = (h @ t[pre + ".self_attn.v_proj.weight"].T).view(B, T, KVH, hd).transpose(1, 2)
-        kk, v = kk.repeat_interleave(NH // KVH, 1), v.repeat_interleave(NH // KVH, 1)
-        q, kk = apply_rope(q, cos, sin), apply_rope(kk, cos, sin)
-        h = r + merge_heads(causal_attention(q, kk, v)) @ t[pre + ".self_attn.o_proj.weight"].T
+        h = hf_attention_block(t, pre, h, cos, sin, NH, KVH, eps)
         r = h
         x = rmsnorm(h, t[pre + ".post_attention_layernorm.weight"], eps).reshape(B * T, C)
         if not is_moe[l]:
