@@ -106,6 +106,8 @@ run() {
   awk -v s="$rpn" '{print $1 " slots=" s}' "$sd/nodes" >"$sd/hostfile"
   local subnet; subnet=$(cat "$sd/subnet")
   # Programs are run from the root file system, which every namespace shares.
+  # Every node's daemon would bind its first rank to core 0 of the one machine the nodes
+  # share, so all nodes' first ranks would run on one core: binding is left to the kernel.
   local eager=${CLUSTER_TCP_EAGER:-4194304} tcp=()
   [[ "$eager" =~ ^[0-9]+$ ]] || die "CLUSTER_TCP_EAGER must be a number of bytes"
   [ "$eager" -gt 0 ] && tcp=(--mca btl_tcp_eager_limit "$eager" --mca btl_tcp_rndv_eager_limit "$eager"
@@ -113,7 +115,7 @@ run() {
   local pass_env=(-x PATH) v
   for v in LD_LIBRARY_PATH OMP_NUM_THREADS; do [ -n "${!v:-}" ] && pass_env+=(-x "$v"); done
   mpirun --allow-run-as-root --oversubscribe -np $((n * rpn)) --hostfile "$sd/hostfile" \
-    --map-by "ppr:$rpn:node" --mca plm_rsh_agent "$sd/agent" \
+    --map-by "ppr:$rpn:node" --bind-to none --mca plm_rsh_agent "$sd/agent" \
     --mca btl tcp,vader,self --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet" \
     "${tcp[@]}" \
     "${pass_env[@]}" --wdir "$PWD" "$@"
