@@ -84,7 +84,7 @@ for name, P, meas, rss, p in rows:
     mark = "base" if name == "tiny_moe" and P in (1, 2) else f"{e2:+7.1f}"
     if mark != "base": em.append(abs(e2))
     t = p["time"]
-    terms = sorted([(v, k[:-2]) for k, v in t.items() if k not in ("compute_s",) and v > 0], reverse=True)[:3]
+    terms = sorted([(v, k[:-2]) for k, v in t.items() if k not in ("compute_s", "grad_sum_s") and v > 0], reverse=True)[:3]
     print(f"{name:10s} {P:2d} {p['layout']['expert_parallel']:3d} {p['step_s']:8.3f} {meas:8.3f} {e1:+7.1f} {pm:9.1f} {rss:8.1f} {mark:>7s}  "
           + ", ".join(f"{k} {v:.3f}" for v, k in terms))
 print(f"step time |error|: mean {sum(et)/len(et):.1f}%, max {max(et):.1f}% over {len(et)} rows")

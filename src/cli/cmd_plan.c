@@ -31,12 +31,12 @@ static void print_json(FILE *f, const plan_layout *l, const plan_result *r) {
     fprintf(f, "\"flops_model\": %.6g, \"flops_executed\": %.6g, \"imbalance\": %.4g, \"time\": {"
                "\"gemm_dense_s\": %.6g, \"gemm_expert_s\": %.6g, \"gemm_head_s\": %.6g, \"attention_s\": %.6g, "
                "\"memory_bound_s\": %.6g, \"compute_s\": %.6g, \"a2a_s\": %.6g, \"a2a_hidden_s\": %.6g, "
-               "\"tp_s\": %.6g, \"bubble_s\": %.6g, \"grad_s\": %.6g, \"grad_hidden_s\": %.6g, "
+               "\"tp_s\": %.6g, \"bubble_s\": %.6g, \"grad_s\": %.6g, \"grad_sum_s\": %.6g, \"grad_hidden_s\": %.6g, "
                "\"optimizer_s\": %.6g}, \"a2a_bytes_inter\": %.6g, \"a2a_bytes_intra\": %.6g, "
                "\"grad_bytes\": %.6g, \"step_s\": %.6g, \"tokens_per_s\": %.6g, \"mfu\": %.4g}",
             r->flops_model, r->flops_executed, r->imbalance, r->gemm_dense_s, r->gemm_expert_s,
             r->gemm_head_s, r->attention_s, r->memory_bound_s, r->compute_s, r->a2a_s, r->a2a_hidden_s,
-            r->tp_s, r->bubble_s, r->grad_s, r->grad_hidden_s, r->optimizer_s, r->a2a_bytes_inter,
+            r->tp_s, r->bubble_s, r->grad_s, r->grad_sum_s, r->grad_hidden_s, r->optimizer_s, r->a2a_bytes_inter,
             r->a2a_bytes_intra, r->grad_bytes, r->step_s, r->tokens_per_s, r->mfu);
 }
 

@@ -9,14 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct {
-    double flops;
-    int M, K, N;
-} shape;
+typedef plan_gemm_shape shape;
 
+// By size; of equal sizes the model's own shapes first.
 static int by_flops(const void *a, const void *b) {
-    double x = ((const shape *)a)->flops, y = ((const shape *)b)->flops;
-    return (x > y) - (x < y);
+    const shape *x = a, *y = b;
+    if (x->flops != y->flops) return (x->flops > y->flops) - (x->flops < y->flops);
+    return y->own - x->own;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -24,32 +23,83 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-// The median of 5 samples, each a run of calls lasting at least `sample` seconds: a
-// shared machine's preemptions land in the samples the way they land in a step,
-// instead of being dodged by a best-of (the first call builds the primitive).
-static double time_gemm(kernel_ctx *kc, const shape *s, float *a, float *w, float *o, double sample) {
-    matmul_weights_changed(kc);
-    matmul_forward(kc, o, a, w, s->M, s->K, s->N);
-    double t[5];
-    for (int r = 0; r < 5; r++) {
-        double t0 = bg_now(), dt;
-        long calls = 0;
-        do {
-            matmul_forward(kc, o, a, w, s->M, s->K, s->N);
-            calls++;
-        } while ((dt = bg_now() - t0) < sample);
-        t[r] = dt / calls;
-    }
-    qsort(t, 5, sizeof(double), cmp_double);
-    return s->flops / t[2];
+// A timed shape's operands, activations in the precision's operand format: a step's
+// GEMMs mostly take activations their producers already rounded, and the planner
+// prices the remaining rounding passes as memory-bound work.
+typedef struct {
+    float *w, *o, *da, *dw;
+    void *a, *dout;
+} operands;
+
+static void operands_alloc(operands *x, const shape *s, operand_format f) {
+    size_t mk = (size_t)s->M * s->K, nk = (size_t)s->N * s->K, mn = (size_t)s->M * s->N;
+    size_t big = mk > nk ? mk : nk;
+    float *tmp = bg_aligned_alloc((big > mn ? big : mn) * 4);
+    x->w = bg_aligned_alloc(nk * 4), x->dw = bg_aligned_alloc(nk * 4);
+    x->o = bg_aligned_alloc(mn * 4), x->da = bg_aligned_alloc(mk * 4);
+    x->a = bg_aligned_alloc(mk * 4), x->dout = bg_aligned_alloc(mn * 4);
+    for (size_t i = 0; i < nk; i++) x->w[i] = (float)(i % 13) * 0.01f, x->dw[i] = 0;
+    for (size_t i = 0; i < mk; i++) tmp[i] = (float)(i % 17) * 0.01f;
+    operand_store(x->a, 0, tmp, mk, f);
+    for (size_t i = 0; i < mn; i++) tmp[i] = (float)(i % 7) * 0.01f;
+    operand_store(x->dout, 0, tmp, mn, f);
+    free(tmp);
 }
 
-static void add_shape(shape *v, int *n, double M, double K, double N) {
-    if (M < 1 || K < 1 || N < 1 || *n >= 3 * PLAN_GEMM_POINTS) return;
+static void operands_free(operands *x) {
+    free(x->w), free(x->dw), free(x->o), free(x->da), free(x->a), free(x->dout);
+}
+
+// Between two uses of a weight a step streams the rest of the model, so every GEMM
+// finds its operands in memory, not in cache: before each timed product a streaming
+// pass over FLUSH_FLOATS floats evicts them (AMX's bf16 GEMMs on the experts' skinny
+// shapes run at about half their hot-cache rate then, fp32 ones a little slower).
+enum { FLUSH_FLOATS = 8 << 20 };
+
+static void flush(float *f) {
+    for (size_t i = 0; i < FLUSH_FLOATS / 2; i++) f[i] = 1.0001f * f[i + FLUSH_FLOATS / 2] + f[i];
+}
+
+// The median of 5 samples, each of calls for at least `sample` seconds, flushes included: a
+// shared machine's preemptions land in the samples the way they land in a step,
+// instead of being dodged by a best-of (a first call builds the primitives and rounds
+// the weight). A call is the trainer's triple for one weight: the forward, the
+// backward's data product and its weight product (oneDNN runs them through different
+// kernels, the backward ones slower on skinny shapes), each after a flush and timed
+// without it; the rate is the triple's FLOPs over its time.
+static double time_gemm(kernel_ctx *kc, const shape *s, float *fl, double sample) {
+    operands x;
+    operands_alloc(&x, s, kernel_ctx_operand_format(kc));
+    matmul_weights_changed(kc);
+    double t[5];
+    for (int r = -1; r < 5; r++) {
+        double dt = 0, start = bg_now();
+        long calls = 0;
+        do {
+            flush(fl);
+            double t0 = bg_now();
+            matmul_forward_op(kc, x.o, matmul_rounded(x.a), x.w, s->M, s->K, s->N);
+            double t1 = bg_now();
+            flush(fl);
+            double t2 = bg_now();
+            matmul_backward_op(kc, x.da, MATMUL_WRITE, x.dw, matmul_rounded(x.dout),
+                               matmul_rounded(x.a), x.w, s->M, s->K, s->N);
+            dt += (t1 - t0) + (bg_now() - t2);
+            calls++;
+        } while (r >= 0 && (bg_now() - start < sample || calls < 3));
+        if (r >= 0) t[r] = dt / calls;
+    }
+    operands_free(&x);
+    qsort(t, 5, sizeof(double), cmp_double);
+    return 3 * s->flops / t[2];
+}
+
+static void add_shape(shape *v, int *n, double M, double K, double N, int own) {
+    if (M < 1 || K < 1 || N < 1 || *n >= PLAN_CALIBRATE_SHAPES) return;
     if (M * K > 6e7 || K * N > 6e7 || M * N > 6e7) return;  // keep the buffers modest
     for (int i = 0; i < *n; i++)
         if (v[i].M == (int)M && v[i].K == (int)K && v[i].N == (int)N) return;
-    v[(*n)++] = (shape){2 * M * K * N, (int)M, (int)K, (int)N};
+    v[(*n)++] = (shape){2 * M * K * N, (int)M, (int)K, (int)N, own};
 }
 
 // The flash attention core forward + backward at the model's shape: FLOP/s counted
@@ -82,43 +132,52 @@ static double time_attention(bg_dtype dt, int B, int T, int C, int NH, int NKV, 
     return 7.0 * B * T * (double)T * C / best;
 }
 
-int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T, int threads,
-                           double seconds) {
-    bg_threads_set(threads);
-    shape v[3 * PLAN_GEMM_POINTS];
+int plan_calibrate_shapes(plan_gemm_shape *v, const model_config *c, int B, int T) {
     int n = 0;
     if (c) {
         double N = (double)B * T, C = c->hidden_size;
         double in = c->hidden_act == FFN_SWIGLU ? 2 : 1;
-        add_shape(v, &n, N, C, model_qkv_width(c));
-        add_shape(v, &n, N, C, C);
-        add_shape(v, &n, N, C, in * c->intermediate_size);
-        add_shape(v, &n, N, c->intermediate_size, C);
+        add_shape(v, &n, N, C, model_qkv_width(c), 1);
+        add_shape(v, &n, N, C, C, 1);
+        add_shape(v, &n, N, C, in * c->intermediate_size, 1);
+        add_shape(v, &n, N, c->intermediate_size, C, 1);
         if (c->num_local_experts > 0) {
             double rows = N * c->num_experts_per_tok / c->num_local_experts;
-            add_shape(v, &n, N, C, c->num_local_experts);
+            add_shape(v, &n, N, C, c->num_local_experts, 1);
             for (int f = 1; f <= 4; f *= 2) {  // the experts at EP = 1, 2, 4
-                add_shape(v, &n, f * rows, C, in * c->moe_intermediate_size);
-                add_shape(v, &n, f * rows, c->moe_intermediate_size, C);
+                add_shape(v, &n, f * rows, C, in * c->moe_intermediate_size, 1);
+                add_shape(v, &n, f * rows, c->moe_intermediate_size, C, 1);
             }
         }
-        add_shape(v, &n, N, C, c->vocab_size);
+        add_shape(v, &n, N, C, c->vocab_size, 1);
     }
     // A spread of each class, so the curves reach sizes the model's shapes do not.
-    for (int s = 64; s <= 1024; s *= 2) add_shape(v, &n, s, s, s);
-    for (int s = 128; s <= 2048; s *= 2) add_shape(v, &n, 16, s, s), add_shape(v, &n, 64, s, s);
-    for (int s = 256; s <= 2048; s *= 2) add_shape(v, &n, s / 2, s, s);
+    for (int s = 64; s <= 1024; s *= 2) add_shape(v, &n, s, s, s, 0);
+    for (int s = 128; s <= 2048; s *= 2) add_shape(v, &n, 16, s, s, 0), add_shape(v, &n, 64, s, s, 0);
+    for (int s = 256; s <= 2048; s *= 2) add_shape(v, &n, s / 2, s, s, 0);
     qsort(v, n, sizeof *v, by_flops);
-    size_t maxa = 0, maxw = 0, maxo = 0;
+    // A curve needs increasing sizes: of near-equal sizes in a class (within 5%) one
+    // is timed, the model's own shape rather than the spread's.
+    int kept = 0, last[PLAN_GEMM_CLASSES], count[PLAN_GEMM_CLASSES] = {0};
     for (int i = 0; i < n; i++) {
-        size_t a = (size_t)v[i].M * v[i].K, w = (size_t)v[i].N * v[i].K, o = (size_t)v[i].M * v[i].N;
-        if (a > maxa) maxa = a;
-        if (w > maxw) maxw = w;
-        if (o > maxo) maxo = o;
+        int k = plan_gemm_class_of(v[i].M, v[i].K, v[i].N);
+        if (count[k] && v[i].flops <= v[last[k]].flops * 1.05) {
+            if (v[i].own && !v[last[k]].own) v[last[k]] = v[i];
+            continue;
+        }
+        if (count[k] == PLAN_GEMM_POINTS) continue;
+        v[kept] = v[i], last[k] = kept++, count[k]++;
     }
-    float *a = bg_aligned_alloc(maxa * 4), *w = bg_aligned_alloc(maxw * 4), *o = bg_aligned_alloc(maxo * 4);
-    for (size_t i = 0; i < maxa; i++) a[i] = (float)(i % 17) * 0.01f;
-    for (size_t i = 0; i < maxw; i++) w[i] = (float)(i % 13) * 0.01f;
+    return kept;
+}
+
+int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T, int threads,
+                           double seconds) {
+    bg_threads_set(threads);
+    shape v[PLAN_CALIBRATE_SHAPES];
+    int n = plan_calibrate_shapes(v, c, B, T);
+    float *fl = bg_aligned_alloc((size_t)FLUSH_FLOATS * 4);
+    memset(fl, 0, (size_t)FLUSH_FLOATS * 4);
     const bg_dtype dts[3] = {BG_FP32, BG_BF16, BG_FP16};
     const plan_dtype pd[3] = {PLAN_FP32, PLAN_BF16, PLAN_FP16};
     for (int d = 0; d < 3; d++) {
@@ -127,9 +186,7 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
         for (int k = 0; k < PLAN_GEMM_CLASSES; k++) cl->gemm[pd[d]][k].n = 0;
         for (int i = 0; i < n; i++) {
             plan_gemm_curve *g = &cl->gemm[pd[d]][plan_gemm_class_of(v[i].M, v[i].K, v[i].N)];
-            // A curve needs increasing flops: near-equal sizes keep the first.
-            if (g->n == PLAN_GEMM_POINTS || (g->n && v[i].flops <= g->flops[g->n - 1] * 1.05)) continue;
-            double r = time_gemm(kc, &v[i], a, w, o, 0.8 * seconds / (3.0 * 5 * n));
+            double r = time_gemm(kc, &v[i], fl, 0.8 * seconds / (3.0 * 5 * n));
             g->flops[g->n] = v[i].flops, g->rate[g->n++] = r;
             if (r > peak) peak = r;
         }
@@ -139,7 +196,7 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
                                                           c->num_attention_heads, model_kv_heads(c),
                                                           0.1 * seconds / 3);  // 5 samples
     }
-    free(a), free(w), free(o);
+    free(fl);
     // Memory bandwidth: a copy plus scale over 2 x 64 MiB (read + write counted).
     size_t len = (size_t)16 << 20;
     float *x = bg_aligned_alloc(len * 4), *y = bg_aligned_alloc(len * 4);

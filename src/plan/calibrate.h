@@ -8,6 +8,20 @@
 #include "model/config.h"
 #include "plan/cluster.h"
 
+// One timed GEMM shape (M,K)x(K,N), 2MKN FLOPs; own: one of the model's shapes.
+typedef struct {
+    double flops;
+    int M, K, N;
+    int own;
+} plan_gemm_shape;
+#define PLAN_CALIBRATE_SHAPES (3 * PLAN_GEMM_POINTS)
+
+// The shapes calibration times, by increasing FLOPs: the model's (c may be NULL) and a
+// spread of each class; of near-equal sizes in a class (within 5%) one, the model's own
+// rather than the spread's, so the curve passes through the rates the step calls.
+// v holds PLAN_CALIBRATE_SHAPES; returns the count.
+int plan_calibrate_shapes(plan_gemm_shape *v, const model_config *c, int B, int T);
+
 // c may be NULL (squares only); B, T the per-rank batch of the shapes; seconds the
 // budget for all GEMM timings. Fills peak (the best rate seen), the curves of fp32,
 // bf16 and fp16, mem_bw, cores_per_rank = threads, memory_per_node from the system.

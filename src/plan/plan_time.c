@@ -206,7 +206,13 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     size_t X = numel - dense;
     double gd = plan_allreduce_s(cl, R, 4.0 * dense, dp, m_dense < dp ? m_dense : dp);
     double gx = X ? plan_allreduce_s(cl, R, 4.0 * X, S, m_exp < S ? m_exp : S) : 0;
-    r->grad_s = gd + gx;
+    // bagualu's deterministic reduction sums on the CPU: each rank adds its 1/n segment
+    // over the n ranks in rank order, a copy (8 bytes per element) then n - 1 passes
+    // reading 2 and writing 1 (12 bytes) (comm/dist_allreduce.c, combine()).
+    r->grad_sum_s = 0;
+    if (dp > 1) r->grad_sum_s += 4.0 * dense / dp * (2 + 3.0 * (dp - 1)) / cl->mem_bw;
+    if (X && S > 1) r->grad_sum_s += 4.0 * X / S * (2 + 3.0 * (S - 1)) / cl->mem_bw;
+    r->grad_s = gd + gx + r->grad_sum_s;
     r->grad_bytes = dp > 1 ? 2.0 * (dp - 1) / dp * 4 * dense : 0;
     if (S > 1) r->grad_bytes += 2.0 * (S - 1) / S * 4 * X;
     r->grad_hidden_s = fmin(l->overlap_grad * r->grad_s, (2.0 / 3) * r->compute_s);

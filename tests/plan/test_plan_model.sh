@@ -60,6 +60,15 @@ a=$(plan --config "$CFG/m2.json" --ranks 8 --batch-size 2 --seq-len 128 --imbala
 b=$(plan --config "$CFG/m2.json" --ranks 8 --batch-size 2 --seq-len 128 --imbalance 1.5 | field step_s)
 [ -n "$a" ] && le "$a" "$b" && [ "$a" != "$b" ] && ok ||
   bad "imbalance 1.5 ($b s) not slower than 1 ($a s)"
+# The gradient reduction's summation (comm/dist_allreduce.c's combine): none on one
+# rank; per rank 4D/n bytes of segment times (2 + 3(n-1)) passes at the memory
+# bandwidth, so 2.75/2.5 = 1.1x from 2 to 4 ranks of a dense model, 2x at half the bandwidth.
+s1=$(plan --config "$D/dense.json" --ranks 1 --batch-size 1 --seq-len 64 | field grad_sum_s)
+s2=$(plan --config "$D/dense.json" --ranks 2 --batch-size 1 --seq-len 64 | field grad_sum_s)
+s4=$(plan --config "$D/dense.json" --ranks 4 --batch-size 1 --seq-len 64 | field grad_sum_s)
+s2f=$("$BIN" plan --cluster "$D/fast_memory_bandwidth.json" --json --config "$D/dense.json" --ranks 2 --batch-size 1 --seq-len 64 | field grad_sum_s)
+if awk -v a="$s1" -v b="$s2" -v c="$s4" -v d="$s2f" 'BEGIN { exit !(a == 0 && b > 0 && c / b > 1.0999 && c / b < 1.1001 && b / d > 1.9999 && b / d < 2.0001) }'
+then ok; else bad "gradient summation: P=1 $s1, P=2 $s2, P=4 $s4 s, P=2 at twice the bandwidth $s2f s"; fi
 a=$(plan --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 | field activations)
 b=$(plan --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 --recompute block | field activations)
 [ "$b" -lt "$a" ] && ok || bad "recompute block activations $b not below none's $a"
