@@ -131,6 +131,11 @@ int main(int argc, char **argv) {
             fwd += t1 - t0, bwd += t2 - t1, opt_t += t3 - t2;
         }
     }
+    // The timed steps' GEMM table now: the replay below resets the counters.
+    if (gemm_profile) {
+        printf("GEMMs of the %d timed steps:\n", steps);
+        matmul_profile_print(m.kernels, stdout);
+    }
     struct rusage r1;
     getrusage(RUSAGE_SELF, &r1);
     const double faults = (double)(r1.ru_minflt + r1.ru_majflt - faults0) / steps;
@@ -200,10 +205,6 @@ int main(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);  // ru_maxrss: KiB on Linux
     printf("peak memory (RSS of the process): %.0f MiB\n", ru.ru_maxrss / 1024.0);
-    if (gemm_profile) {
-        printf("GEMMs of the %d timed steps:\n", steps);
-        matmul_profile_print(m.kernels, stdout);
-    }
     free(times), free(cpu), free(inputs), free(targets);
     adamw_free(&opt);
     model_free(&m);

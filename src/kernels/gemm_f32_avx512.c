@@ -27,9 +27,13 @@
 #define MC (24 * MR)
 #define NC (48 * NR)
 
-// Software prefetch distances, in k steps.
+// Software prefetch distances, in k steps (B: both cache lines of its 32 floats; far
+// enough ahead that a tile's start, whose B panel is cold in L1, waits less).
 #define PREFETCH_A 8
-#define PREFETCH_B 4
+#define PREFETCH_B 16
+// Packing A read transposed: source rows ahead (the prefetchers cannot track hundreds
+// of rows pages apart, each read for a short run).
+#define PACK_AHEAD 4
 
 #define A_FLOATS ((size_t)MC * KC)
 #define B_FLOATS ((size_t)KC * NC)
@@ -89,34 +93,57 @@ static TARGET inline void transpose16(const __m512 in[16], __m512 out[16]) {
 
 // n (<= 16) vectors of 16 floats, each contiguous at src + v*stride, transposed in blocks
 // of 16 along the vectors: dst[k*dst_stride + v] = src[v*stride + k] for k < len, v < 16
-// (zero for v >= n); `store` masks what each dst row receives.
+// (zero for v >= n); `store` masks what each dst row receives. pf_rows: prefetch that
+// many source vectors after the n (the next panel's rows; prefetching past the end of
+// the source is harmless).
 static TARGET void pack_transposed(float *dst, ptrdiff_t dst_stride, __mmask16 store,
-                                   const float *src, ptrdiff_t stride, int n, int len) {
+                                   const float *src, ptrdiff_t stride, int n, int len, int pf_rows) {
     __m512 in[16], out[16];
     for (int k0 = 0; k0 < len; k0 += 16) {
         const int kn = imin(16, len - k0);
         const __mmask16 m = mask_of(kn);
         for (int v = 0; v < 16; v++)
             in[v] = v < n ? _mm512_maskz_loadu_ps(m, src + v * stride + k0) : _mm512_setzero_ps();
+        for (int v = 0; v < pf_rows; v++) _mm_prefetch((const char *)(src + (n + v) * stride + k0), _MM_HINT_T0);
         transpose16(in, out);
         for (int k = 0; k < kn; k++) _mm512_mask_storeu_ps(dst + (k0 + k) * dst_stride, store, out[k]);
     }
 }
 
 // A rows [i0, i0+mr) x k [p0, p0+kc) into one MR panel: for each k, MR floats (rows
-// beyond mr zero).
+// beyond mr zero). A with contiguous k-columns goes through pack_a_block.
 static TARGET void pack_a_panel(float *dst, const gemm_f32_args *g, int i0, int mr, int p0, int kc) {
     const float *a = g->a + i0 * g->a_rs + p0 * g->a_cs;
-    const __mmask16 m = mask_of(mr), store = mask_of(MR);
-    if (g->a_rs == 1) {  // a k-column of the panel is contiguous (A read transposed)
-        for (int k = 0; k < kc; k++)
-            _mm512_mask_storeu_ps(dst + k * MR, store, _mm512_maskz_loadu_ps(m, a + k * g->a_cs));
-    } else if (g->a_cs == 1) {  // rows contiguous: transpose 16 x 16 blocks
-        pack_transposed(dst, MR, store, a, g->a_rs, mr, kc);
+    const __mmask16 store = mask_of(MR);
+    if (g->a_cs == 1) {  // rows contiguous: transpose 16 x 16 blocks
+        pack_transposed(dst, MR, store, a, g->a_rs, mr, kc, MR);
     } else {
         for (int k = 0; k < kc; k++)
             for (int i = 0; i < MR; i++)
                 dst[k * MR + i] = i < mr ? a[i * g->a_rs + k * g->a_cs] : 0.0f;
+    }
+}
+
+// The MC x KC block of A into its MR panels. When a k-column of A is contiguous (A read
+// transposed: the LM head's logits gradient in its weights product, rows pages apart),
+// the block is packed k by k across all its panels, so that each source row is read as
+// one contiguous run, with the rows ahead prefetched, instead of MR floats of it per panel.
+static TARGET void pack_a_block(float *apack, const gemm_f32_args *g, int ic, int mc, int pc, int kc) {
+    if (g->a_rs != 1) {
+        for (int i = 0; i < mc; i += MR)
+            pack_a_panel(apack + (size_t)i * kc, g, ic + i, imin(MR, mc - i), pc, kc);
+        return;
+    }
+    const __mmask16 store = mask_of(MR);
+    const float *a = g->a + ic + pc * g->a_cs;
+    for (int k = 0; k < kc; k++) {
+        const float *ak = a + k * g->a_cs;
+        if (k + PACK_AHEAD < kc)
+            for (int i = 0; i < mc; i += 16)
+                _mm_prefetch((const char *)(ak + PACK_AHEAD * g->a_cs + i), _MM_HINT_T0);
+        for (int i = 0; i < mc; i += MR)
+            _mm512_mask_storeu_ps(apack + (size_t)i * kc + k * MR, store,
+                                  _mm512_maskz_loadu_ps(mask_of(mc - i), ak + i));
     }
 }
 
@@ -130,8 +157,8 @@ static TARGET void pack_b_panel(float *dst, const gemm_f32_args *g, int p0, int 
             _mm512_store_ps(dst + k * NR + 16, _mm512_maskz_loadu_ps(m1, b + k * g->b_rs + 16));
         }
     } else if (g->b_rs == 1) {  // columns contiguous: transpose 16 x 16 blocks
-        pack_transposed(dst, NR, 0xffff, b, g->b_cs, imin(nr, 16), kc);
-        pack_transposed(dst + 16, NR, 0xffff, b + 16 * g->b_cs, g->b_cs, nr - 16, kc);
+        pack_transposed(dst, NR, 0xffff, b, g->b_cs, imin(nr, 16), kc, 0);
+        pack_transposed(dst + 16, NR, 0xffff, b + 16 * g->b_cs, g->b_cs, nr - 16, kc, 0);
     } else {
         for (int k = 0; k < kc; k++)
             for (int j = 0; j < NR; j++)
@@ -155,10 +182,13 @@ static TARGET void kernel_14x32(int kc, const float *restrict a, const float *re
         __builtin_prefetch(c + (ptrdiff_t)i * ldc, 1, 3);
         __builtin_prefetch(c + (ptrdiff_t)i * ldc + 16, 1, 3);
     }
+    // Unrolled: the loop's own instructions compete with the FMAs' operand loads.
+    #pragma GCC unroll 4
     for (int k = 0; k < kc; k++) {
         // B streams from L2; A is in L1 after the first tile of its panel.
         _mm_prefetch((const char *)(a + PREFETCH_A * MR), _MM_HINT_T0);
         _mm_prefetch((const char *)(b + PREFETCH_B * NR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + PREFETCH_B * NR + 16), _MM_HINT_T0);
         const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #define STEP(i)                                       \
     {                                                 \
@@ -200,8 +230,7 @@ static TARGET void gemm_alone(const gemm_f32_args *g, float *scratch) {
                 pack_b_panel(bpack + (size_t)p * kc * NR, g, pc, kc, jc + p * NR, imin(NR, nc - p * NR));
             for (int ic = 0; ic < M; ic += MC) {
                 const int mc = imin(MC, M - ic);
-                for (int i = 0; i < mc; i += MR)
-                    pack_a_panel(apack + (size_t)i * kc, g, ic + i, imin(MR, mc - i), pc, kc);
+                pack_a_block(apack, g, ic, mc, pc, kc);
                 for (int i = 0; i < mc; i += MR)
                     for (int p = 0; p < npanels; p++) {
                         const int j = jc + p * NR;

@@ -51,6 +51,10 @@ static void xent_rows(float *losses, float *lse, float *rowk, float *logits, uin
                 sum += bg_exp_shifted_sum_bf16(dl16 + row0 + v0, x + v0, maxv, m);
                 continue;
             }
+            if (p == OPERAND_F32) {  // in place: each value is read before it is written
+                sum += bg_exp_shifted_sum(x + v0, x + v0, maxv, m);
+                continue;
+            }
             float e[XENT_CHUNK];
             sum += bg_exp_shifted_sum(e, x + v0, maxv, m);
             operand_store(out, row0 + (size_t)v0, e, (size_t)m, p);  // over x: read already

@@ -73,27 +73,38 @@ void moe_combine_forward(float *out, const float *y_perm, const float *topk_w,
     }
 }
 
+// Slots of one token taken together: DOT_LANES dot products advance side by side, each
+// still summed over c in order (the same bits as one at a time), so the adds' latency
+// overlaps instead of chaining.
+enum { DOT_LANES = 8 };
+
 void moe_combine_backward(float *dy_perm, float *dtopk_w, const float *dout,
                           const float *y_perm, const float *topk_w, const int *row_of,
                           int N, int k, int C) {
     #pragma omp parallel for schedule(static)
     for (int t = 0; t < N; t++) {
         const float *g = dout + (size_t)t * C;
-        for (int j = 0; j < k; j++) {
-            size_t i = (size_t)t * k + j;
-            if (row_of[i] < 0) {
-                dtopk_w[i] = 0.0f;  // dropped: the weight did not reach the output
-                continue;
+        for (int j0 = 0; j0 < k; j0 += DOT_LANES) {
+            const float *y[DOT_LANES];
+            size_t slot[DOT_LANES];
+            int n = 0;
+            for (int j = j0; j < k && j < j0 + DOT_LANES; j++) {
+                const size_t i = (size_t)t * k + j;
+                if (row_of[i] < 0) {
+                    dtopk_w[i] = 0.0f;  // dropped: the weight did not reach the output
+                    continue;
+                }
+                const float w = topk_w[i];
+                float *dy = dy_perm + (size_t)row_of[i] * C;
+                #pragma omp simd
+                for (int c = 0; c < C; c++) dy[c] = w * g[c];
+                y[n] = y_perm + (size_t)row_of[i] * C, slot[n++] = i;
             }
-            float w = topk_w[i];
-            const float *y = y_perm + (size_t)row_of[i] * C;
-            float *dy = dy_perm + (size_t)row_of[i] * C;
-            double dot = 0.0;  // C can be thousands; a double sum keeps dtopk_w accurate
-            for (int c = 0; c < C; c++) {
-                dy[c] = w * g[c];
-                dot += (double)g[c] * y[c];
-            }
-            dtopk_w[i] = (float)dot;
+            // C can be thousands; a double sum keeps dtopk_w accurate.
+            double dot[DOT_LANES] = {0};
+            for (int c = 0; c < C; c++)
+                for (int q = 0; q < n; q++) dot[q] += (double)g[c] * y[q][c];
+            for (int q = 0; q < n; q++) dtopk_w[slot[q]] = (float)dot[q];
         }
     }
 }

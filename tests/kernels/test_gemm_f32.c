@@ -106,6 +106,8 @@ static void test_shapes(void) {
     check_spec(&(spec){29, 45, 3 * GEMM_F32_KC + 5, 0, 1, 0, 1});
     check_spec(&(spec){31, 1600, 40, 1, 0, 0, 0});
     check_spec(&(spec){700, 20, 19, 0, 0, 1, 1});
+    // A read transposed past MC (packed k by k across a block's panels), with padding.
+    check_spec(&(spec){700, 37, 300, 1, 0, 1, 1});
 }
 
 // Rows [r0,r1) and columns [c0,c1) of C computed alone equal those of the whole C,

@@ -149,6 +149,15 @@ static void check_data(int N, int E, int k, int C, uint64_t seed) {
     ref_expect("combine dy_perm", dy, fd, np, BWD_ATOL, BWD_RTOL);
     ref_fd_grad(fd, c.w, NK, FD_EPS, combine_loss, &c);
     ref_expect("combine dtopk_w", dw, fd, NK, BWD_ATOL, BWD_RTOL);
+    // Bit for bit the double sum over c in order, whatever number of slots run together.
+    int in_order = 1;
+    for (size_t i = 0; i < NK; i++) {
+        double dot = 0.0;
+        if (row_of[i] >= 0)
+            for (int q = 0; q < C; q++) dot += (double)g[(i / k) * C + q] * y[(size_t)row_of[i] * C + q];
+        in_order &= dw[i] == (float)dot;
+    }
+    TU_CHECK(in_order, "combine dtopk_w is not the in-order double sum");
 
     // Thread-count independence, bit for bit: every output row has one writer.
     int saved = omp_get_max_threads();
@@ -210,5 +219,6 @@ int main(void) {
     check_data(7, 4, 2, 12, 22);
     check_data(9, 6, 3, 5, 23);
     check_data(257, 8, 2, 33, 24);
+    check_data(5, 12, 10, 7, 25);  // more slots than run side by side
     return tu_finish("moe/test_dispatch");
 }
