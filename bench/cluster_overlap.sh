@@ -42,7 +42,7 @@ vocab=$(grep -o '"vocab_size": *[0-9]*' "$CFG" | grep -o '[0-9]*$')
 "$BIN" synth --vocab "$vocab" --span 64 --tokens 400000 --out "$D/data.bin" >/dev/null
 "$CLUSTER" up "$NODES" --link-rate "$RATE" --name "$NAME" >/dev/null
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; commit $(git -C "$ROOT" rev-parse --short HEAD)"
-echo "$MODEL (vocab $vocab), $NODES nodes x $RPN ranks (1 thread each; $((NODES * RPN)) ranks on $(nproc) cores: oversubscribed), link $RATE (no added latency), per-rank batch $BATCH x $SEQ, $CHUNKS chunks, $REPS alternated runs x $STEPS steps"
+echo "$MODEL (vocab $vocab), $NODES nodes x $RPN ranks (1 thread each; $((NODES * RPN)) ranks on $(nproc) cores$( [ $((NODES * RPN)) -gt "$(nproc)" ] && echo ": oversubscribed")), link $RATE (no added latency), per-rank batch $BATCH x $SEQ, $CHUNKS chunks, $REPS alternated runs x $STEPS steps"
 echo "TCP eager limit and socket buffers ${CLUSTER_TCP_EAGER:-4194304} bytes (variants with o: OpenMPI's defaults)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-6s %-8s %10s %14s %10s %10s %12s %9s\n" a2a overlap a2a_s a2a_exposed_s a2a_skew_s step_s tokens/s cpu/wall
