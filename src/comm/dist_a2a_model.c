@@ -9,11 +9,13 @@
 // Intra-node bytes are copies by the cores, s ranks sharing each (ranks_per_core).
 //   flat  one phase: m(N-1) inter and m-1 intra messages, m·off over the link, the
 //         direct intra rows B(m-1)/(mN);
-//   2d    an intra phase (m-1 messages, B(m-1)/m copied), then an inter phase of N-1
-//         messages per rank carrying the same link bytes;
-//   hier  the leader gathers (m-1)·off, sends N-1 messages, scatters (m-1)·off: three
-//         phases, the leader's copies serial, plus the direct intra rows.
-// With one rank per node every algorithm is the flat one and costs the same.
+//   2d    a phase for the counts inside the node, an intra phase (m-1 messages,
+//         B(m-1)/m moved), then an inter phase of N-1 messages per rank carrying the
+//         same link bytes; packing for each phase and unpacking copy B + 2·off;
+//   hier  a phase for the counts, the leader gathers (m-1)·off, sends N-1 messages,
+//         scatters (m-1)·off: the leader's copies serial, plus the direct intra rows;
+//         every rank packs and unpacks its off, the leader reorders m·off twice.
+// With one rank per node the three send the same messages; 2d and hier still pack.
 #include "comm/dist.h"
 
 static const char *const names[DIST_A2A_ALGOS] = {"flat", "hierarchical", "2d"};
@@ -41,10 +43,11 @@ double dist_a2a_cost(const dist_a2a_cost_in *in, enum dist_a2a_algo algo) {
     const double inter_phase = in->inter_lat + sync + link;
     switch (algo) {
     case DIST_A2A_HIER:
-        return inter_phase + go * (N - 1) + direct +
-               2 * (intra_phase + copy_s(in, (m - 1) * off) + gi * (m - 1));
+        return inter_phase + go * (N - 1) + direct + 3 * intra_phase +
+               2 * (copy_s(in, (m - 1) * off) + gi * (m - 1)) + copy_s(in, 2 * off + 2 * m * off);
     case DIST_A2A_2D:
-        return intra_phase + gi * (m - 1) + copy_s(in, B * (m - 1) / m) + inter_phase + go * (N - 1);
+        return 2 * intra_phase + gi * (m - 1) + copy_s(in, B * (m - 1) / m) + inter_phase + go * (N - 1) +
+               copy_s(in, B + 2 * off);
     default:
         return inter_phase + go * m * (N - 1) + direct;
     }
