@@ -4,7 +4,7 @@
 # (1 thread per rank; more ranks than cores are oversubscribed). Times are bench_a2a's:
 # the median of alternated rounds of the slowest rank. `auto` is what --a2a auto's cost
 # model chooses from the links bench_a2a measured in the same run; `fastest` the
-# measured fastest of flat, hierarchical, 2d (unchunked).
+# measured fastest of flat, hierarchical, 2d (unchunked) and its lead over the next.
 # Usage: bench/cluster_a2a.sh [build-dir]
 #   env: NODES="2 4 8" RPN="1 2" RATES="1gbit 10gbit" SIZES="64 4096" WIDTH=256 ITERS=10
 set -euo pipefail
@@ -31,11 +31,14 @@ for n in $NODES; do
         t() { awk -v k="$1" 'index($0, k) == 1 { print $NF }' "$OUT" | head -1; }
         m() { awk -v k="$1" 'index($0, k) == 1 { print $(NF-4) }' "$OUT" | head -1; }
         auto=$(sed -n 's/^auto: \([a-z0-9]*\), measured fastest \([a-z0-9]*\) .*/\1 \2/p' "$OUT")
+        # the fastest's lead over the next: within the run-to-run spread, it is no winner
+        lead=$(printf '%s\n' "$(t 'flat  ')" "$(t 'hierarchical  ')" "$(t '2d  ')" | sort -g |
+               awk 'NR==1{a=$1} NR==2{printf "+%.0f%%", a > 0 ? 100*($1-a)/a : 0}')
         links=$(sed -n 's/^auto: .*inter-node \([^ ]*\) Gbit\/s, \([^ ]*\) us, gap \([^ ]*\) us;.* sync \([^ ]*\) us; \([0-9.]*\) ranks per core.*/\1, \2, \3; \4; \5/p' "$OUT")
         printf "%-5s %-3s %-7s %7.0f %8s %8s %8s %8s %8s %8s %10s %-12s %-12s %s\n" "$n" "$r" "$rate" \
           "$(awk -v r="$rows" -v w="$WIDTH" 'BEGIN{print r*w*4/1024}')" \
           "$(t 'flat  ')" "$(t 'hierarchical  ')" "$(t '2d  ')" "$(t 'flat, 4')" "$(t 'hierarchical, 4')" \
-          "$(t '2d, 4')" "$(m 'flat  ')/$(m 'hierarchical  ')/$(m '2d  ')" "${auto#* }" "${auto% *}" "$links"
+          "$(t '2d, 4')" "$(m 'flat  ')/$(m 'hierarchical  ')/$(m '2d  ')" "${auto#* } $lead" "${auto% *}" "$links"
         [ -n "${VERBOSE:-}" ] && grep '^auto' "$OUT" | sed 's/^/      /'
       done
     done
