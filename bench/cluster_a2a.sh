@@ -16,7 +16,7 @@ WIDTH=${WIDTH:-256}; ITERS=${ITERS:-10}
 NAME=a$(( $$ % 10000000 ))
 OUT=$(mktemp)
 trap '"$CLUSTER" down --name $NAME >/dev/null 2>&1; rm -f "$OUT"' EXIT
-trap 'exit 130' INT TERM  # the EXIT trap removes the cluster
+trap 'exit 130' INT TERM  # a signal would skip the EXIT trap: the cluster would be left
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; commit $(git -C "$ROOT" rev-parse --short HEAD); load $(cut -d' ' -f1-3 /proc/loadavg); 1 thread per rank; no added latency"
 printf "%-5s %-3s %-7s %7s %8s %8s %8s %8s %8s %8s %10s %-12s %-12s %s\n" nodes rpn rate KB/rank flat_ms \
   hier_ms 2d_ms flat4_ms hier4_ms 2d4_ms inter_msgs fastest auto "auto's inputs (inter Gbit/s, lat us, gap us; sync us; ranks/core)"
@@ -33,7 +33,7 @@ for n in $NODES; do
         auto=$(sed -n 's/^auto: \([a-z0-9]*\), measured fastest \([a-z0-9]*\) .*/\1 \2/p' "$OUT")
         # the fastest's lead over the next: within the run-to-run spread, it is no winner
         lead=$(printf '%s\n' "$(t 'flat  ')" "$(t 'hierarchical  ')" "$(t '2d  ')" | sort -g |
-               awk 'NR==1{a=$1} NR==2{printf "+%.0f%%", a > 0 ? 100*($1-a)/a : 0}')
+               awk 'NR==1{a=$1} NR==2{printf "+%.0f%%", (a > 0 ? 100*($1-a)/a : 0)}')
         links=$(sed -n 's/^auto: .*inter-node \([^ ]*\) Gbit\/s, \([^ ]*\) us, gap \([^ ]*\) us;.* sync \([^ ]*\) us; \([0-9.]*\) ranks per core.*/\1, \2, \3; \4; \5/p' "$OUT")
         printf "%-5s %-3s %-7s %7.0f %8s %8s %8s %8s %8s %8s %10s %-12s %-12s %s\n" "$n" "$r" "$rate" \
           "$(awk -v r="$rows" -v w="$WIDTH" 'BEGIN{print r*w*4/1024}')" \

@@ -28,6 +28,7 @@ BATCH=${BATCH:-2}; SEQ=${SEQ:-128}; REPS=${REPS:-3}; A2A=${A2A:-flat 2d}; VARIAN
 D=$(mktemp -d)
 NAME=o$(( $$ % 10000000 ))
 trap '"$CLUSTER" down --name $NAME >/dev/null 2>&1; rm -rf "$D"' EXIT
+trap 'exit 130' INT TERM  # a signal would skip the EXIT trap: the cluster would be left
 
 # median of field $2 over the steps after 2 warm-up steps of every log given after it
 median() { local f=$1; shift; for l in "$@"; do { grep -o "\"$f\":[0-9.e+-]*" "$l" || true; } | cut -d: -f2 | tail -n +3; done |

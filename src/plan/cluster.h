@@ -42,8 +42,9 @@ typedef struct {
     // What each further message of a phase costs its sender (s); absent from a file:
     // the latency (messages priced one after another).
     double intra_gap, inter_gap;
-    // What each phase of an exchange waits for its ranks to get a core (s), measured
-    // with one rank per node where emulated nodes share a machine's cores; 0 elsewhere.
+    // What each phase of an exchange waits for its ranks to get a core (s), per rank
+    // per node (a layout of R ranks per node waits R times as long), measured where
+    // emulated nodes share a machine's cores; 0 elsewhere.
     double inter_sync;
     int supernode_nodes;                // nodes under one non-blocking switch (0: all)
     double oversubscription;            // above a supernode (1: non-blocking)

@@ -48,9 +48,9 @@ double plan_allreduce_s(const plan_cluster *cl, int R, double bytes, int n, int 
 
 // One phase of an exchange in which a rank sends n_in intra-node and n_out inter-node
 // messages together: the first costs a latency, each further one a gap, and the phase
-// waits sync for its ranks to get a core (emulated nodes sharing cores; the probe
-// measured it at one rank per node, R ranks per node wait R times as long). With gap =
-// latency and no sync this is one latency a message, as messages sent one by one.
+// waits sync·R for its ranks to get a core (emulated nodes sharing cores; the file's
+// sync is per rank per node). With gap = latency and no sync this is one latency a
+// message, as messages sent one by one.
 static double phase_s(const plan_cluster *cl, double n_in, double n_out, int R) {
     if (n_in + n_out <= 0) return 0;
     double first = n_out > 0 ? cl->inter_lat : cl->intra_lat;

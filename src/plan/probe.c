@@ -4,6 +4,8 @@
 // ranks while the others sleep, and the phase wait sync of a tiny all-to-all of all
 // ranks). Rank 0 prints "bandwidth latency gap sync" of the inter-node link where the
 // ranks span nodes, else of the intra-node one (sync 0: measured between nodes only).
+// sync is printed per rank per node (the planner multiplies by the layout's): the
+// probe may run at any ranks per node, and measures best at the one to be planned.
 #include "comm/dist.h"
 #include "plan/calibrate.h"
 
@@ -25,7 +27,8 @@ int plan_probe(int argc, char **argv) {
     dist_link_measure(w, &in);
     if (dist_rank(w) == 0) {
         if (in.nodes > 1)
-            printf("%.6g %.6g %.6g %.6g\n", in.inter_bw, in.inter_lat, in.inter_gap, in.sync_s);
+            printf("%.6g %.6g %.6g %.6g\n", in.inter_bw, in.inter_lat, in.inter_gap,
+                   in.sync_s / in.ranks_per_node);
         else
             printf("%.6g %.6g %.6g 0\n", in.intra_bw, in.intra_lat, in.intra_gap);
     }
