@@ -6,6 +6,7 @@
 // against a stand-in computation as long as the exchange, once testing the chunks
 // between slices of computation (what the dispatcher does) and once not.
 //   mpirun -np 4 bench_a2a [--ranks-per-node 2] [--rows 2048] [--width 1024] [--iters 20]
+//                          [--progress 0]
 // --rows: token rows each rank sends, spread evenly over the EP ranks (a balanced
 // router); --width: floats per row (the hidden size).
 #include "core/timer.h"
@@ -90,7 +91,7 @@ static double overlapped(dist_comm *c, const float *send, const int *counts, flo
 }
 
 int main(int argc, char **argv) {
-    int rpn = 2, rows = 2048, width = 1024, iters = 20;
+    int rpn = 2, rows = 2048, width = 1024, iters = 20, progress = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--ranks-per-node"))
             rpn = atoi(argv[i + 1]);
@@ -100,6 +101,8 @@ int main(int argc, char **argv) {
             width = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--iters"))
             iters = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--progress"))
+            progress = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "bench_a2a: unknown option %s\n", argv[i]);
             return 2;
@@ -179,11 +182,27 @@ int main(int argc, char **argv) {
                    (double)res[2].v[0] / res[0].v[0],
                    res[0].v[3] ? (double)res[2].v[3] / res[0].v[3] : 0.0, res[2].ms / res[0].ms);
     }
+    // What --a2a auto would choose here: the trainer's link measurement and cost model.
+    dist_a2a_cost_in in = {.bytes_per_rank = (double)rows * width * sizeof(float), .intra_bw = 1e12};
+    dist_link_measure(c, &in);
+    if (L.world_rank == 0 && in.nodes > 1) {
+        int fast = 0;
+        for (int i = 1; i < 3; i++)
+            if (res[i].ms < res[fast].ms) fast = i;
+        printf("auto: %s, measured fastest %s (links: inter-node %.3g Gbit/s, %.0f us, gap %.1f us; "
+               "intra %.3g Gbit/s, %.0f us; sync %.0f us; %.2f ranks per core; modelled ms flat %.2f, "
+               "hierarchical %.2f, 2d %.2f)\n",
+               dist_a2a_name(dist_a2a_choose(&in)), cases[fast].name, in.inter_bw * 8e-9,
+               in.inter_lat * 1e6, in.inter_gap * 1e6, in.intra_bw * 8e-9, in.intra_lat * 1e6,
+               in.sync_s * 1e6, in.ranks_per_core,
+               1e3 * dist_a2a_cost(&in, DIST_A2A_FLAT), 1e3 * dist_a2a_cost(&in, DIST_A2A_HIER),
+               1e3 * dist_a2a_cost(&in, DIST_A2A_2D));
+    }
     // Progress: compute as long as the exchange, in 4 slices after the chunks.
     double slice = res[3].ms / 4;
-    double with_tests = overlapped(c, send, counts, recv, width, iters, slice, 1);
-    double without = overlapped(c, send, counts, recv, width, iters, slice, 0);
-    if (L.world_rank == 0)
+    double with_tests = progress ? overlapped(c, send, counts, recv, width, iters, slice, 1) : 0;
+    double without = progress ? overlapped(c, send, counts, recv, width, iters, slice, 0) : 0;
+    if (L.world_rank == 0 && progress)
         printf("progress (flat, 4 chunks, %.2f ms compute after each): exchange alone %.2f ms, "
                "compute alone %.2f ms; overlapped testing between slices %.2f ms, without tests "
                "%.2f ms\n", slice, res[3].ms, 4 * slice, with_tests, without);

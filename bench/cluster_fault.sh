@@ -27,6 +27,7 @@ cleanup() {
   rm -rf "$D"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM  # a signal would skip the EXIT trap: the cluster would be left
 pass=0; fail=0
 ok() { pass=$((pass+1)); echo "ok   $*"; }
 bad() { fail=$((fail+1)); echo "FAIL $*"; }

@@ -28,6 +28,7 @@ BATCH=${BATCH:-2}; SEQ=${SEQ:-128}; REPS=${REPS:-3}; A2A=${A2A:-flat 2d}; VARIAN
 D=$(mktemp -d)
 NAME=o$(( $$ % 10000000 ))
 trap '"$CLUSTER" down --name $NAME >/dev/null 2>&1; rm -rf "$D"' EXIT
+trap 'exit 130' INT TERM  # a signal would skip the EXIT trap: the cluster would be left
 
 # median of field $2 over the steps after 2 warm-up steps of every log given after it
 median() { local f=$1; shift; for l in "$@"; do { grep -o "\"$f\":[0-9.e+-]*" "$l" || true; } | cut -d: -f2 | tail -n +3; done |
@@ -42,7 +43,7 @@ vocab=$(grep -o '"vocab_size": *[0-9]*' "$CFG" | grep -o '[0-9]*$')
 "$BIN" synth --vocab "$vocab" --span 64 --tokens 400000 --out "$D/data.bin" >/dev/null
 "$CLUSTER" up "$NODES" --link-rate "$RATE" --name "$NAME" >/dev/null
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; commit $(git -C "$ROOT" rev-parse --short HEAD)"
-echo "$MODEL (vocab $vocab), $NODES nodes x $RPN ranks (1 thread each; $((NODES * RPN)) ranks on $(nproc) cores: oversubscribed), link $RATE (no added latency), per-rank batch $BATCH x $SEQ, $CHUNKS chunks, $REPS alternated runs x $STEPS steps"
+echo "$MODEL (vocab $vocab), $NODES nodes x $RPN ranks (1 thread each; $((NODES * RPN)) ranks on $(nproc) cores$( [ $((NODES * RPN)) -gt "$(nproc)" ] && echo ": oversubscribed")), link $RATE (no added latency), per-rank batch $BATCH x $SEQ, $CHUNKS chunks, $REPS alternated runs x $STEPS steps"
 echo "TCP eager limit and socket buffers ${CLUSTER_TCP_EAGER:-4194304} bytes (variants with o: OpenMPI's defaults)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-6s %-8s %10s %14s %10s %10s %12s %9s\n" a2a overlap a2a_s a2a_exposed_s a2a_skew_s step_s tokens/s cpu/wall

@@ -25,6 +25,7 @@ CORES=$(nproc)
 D=$(mktemp -d)
 NAME=s$(( $$ % 10000000 ))
 trap '"$CLUSTER" down --name $NAME >/dev/null 2>&1; rm -rf "$D"' EXIT
+trap 'exit 130' INT TERM  # a signal would skip the EXIT trap: the cluster would be left
 
 median() { grep -o "\"$2\":[0-9.e+-]*" "$1" | cut -d: -f2 | tail -n +3 | sort -g |
            awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }

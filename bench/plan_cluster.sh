@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Predicted (bagualu plan) vs measured (bagualu train) on the emulated cluster
 # (scripts/cluster.sh): step time and the all-to-all's time per step for flat,
-# hierarchical and 2d exchanges at 2 and 4 nodes. Each node count gets its own
-# calibration: the compute rates of one thread (`--threads 1`, the node's share of this
+# hierarchical and 2d exchanges at 2 and 4 nodes. Each node count and ranks per node
+# gets its own calibration: the compute rates of one thread (`--threads 1`, the node's share of this
 # machine's cores where nodes outnumber them) and the inter-node link probed through
 # the cluster (`--inter-launcher`). Measured: the median over the steps after 2 warm-up
 # steps of rank 0's step_s and a2a_s; runs of the three exchanges alternated ROUNDS
@@ -20,6 +20,7 @@ SEQ=${SEQ:-64}; BATCH=${BATCH:-4}; ROUNDS=${ROUNDS:-1}; A2AS=${A2AS:-flat hierar
 NAME=p$(( $$ % 10000000 ))
 D=$(mktemp -d)
 trap '"$CLUSTER" down --name $NAME >/dev/null 2>&1 || true; rm -rf "$D"' EXIT
+trap 'exit 130' INT TERM  # a signal would skip the EXIT trap: the cluster would be left
 cfg=$ROOT/configs/$CONFIG.json
 vocab=$(grep -o '"vocab_size": *[0-9]*' "$cfg" | grep -o '[0-9]*$')
 "$BIN" synth --vocab "$vocab" --tokens 400000 --out "$D/data.bin" >/dev/null
@@ -31,11 +32,13 @@ field() { grep -o "\"$2\":[0-9.e+-]*" "$1" | cut -d: -f2 | tail -n +3 | median; 
 base=(--config "$cfg" --batch-size "$BATCH" --seq-len "$SEQ")
 for n in $NODES; do
   "$CLUSTER" up "$n" --link-rate "$RATE" --name "$NAME" >/dev/null
-  "$BIN" plan --calibrate --threads 1 --config "$cfg" --batch-size "$BATCH" --seq-len "$SEQ" \
-    --inter-launcher "$CLUSTER run --name $NAME 1 --" --nodes "$n" --out "$D/c$n.json" 2>"$D/cal.err" ||
-    { cat "$D/cal.err"; exit 1; }
-  echo "$n nodes: $(tail -1 "$D/cal.err" | sed 's/^plan: wrote [^ ]* //')"
   for r in $RPN; do
+    # The probe at the ranks per node of the runs: the phase wait (sync) of ranks that
+    # share cores is measured at the oversubscription it prices.
+    "$BIN" plan --calibrate --threads 1 --config "$cfg" --batch-size "$BATCH" --seq-len "$SEQ" \
+      --inter-launcher "$CLUSTER run --name $NAME $r --" --nodes "$n" --out "$D/c$n.json" 2>"$D/cal.err" ||
+      { cat "$D/cal.err"; exit 1; }
+    echo "$n nodes x $r: $(tail -1 "$D/cal.err" | sed 's/^plan: wrote [^ ]* //')"
     P=$((n * r))
     for round in $(seq "$ROUNDS"); do
       for a in $A2AS; do

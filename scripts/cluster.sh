@@ -60,7 +60,7 @@ up() {
   ip netns del "$name-probe"
   local sd; sd=$(state_dir)
   [ -e "$sd" ] && die "cluster '$name' is already up (scripts/cluster.sh down --name $name)"
-  trap 'down; die "up failed: removed what was made" 1' ERR
+  trap 'down; die "up failed: removed what was made" 1' ERR INT TERM
   mkdir -p "$sd"
   local o; o=$(subnet_octet)
   echo "10.213.$o.0/24" >"$sd/subnet"
@@ -91,7 +91,7 @@ host=$1; shift
 exec ip netns exec "$host" unshare --uts sh -c "hostname $host; $*"
 AGENT
   chmod +x "$sd/agent"
-  trap - ERR
+  trap - ERR INT TERM
   echo "cluster '$name': $nodes nodes on 10.213.$o.0/24, links ${rate:-unlimited}"
 }
 

@@ -70,7 +70,7 @@ static void print_text(const plan_cluster *cl, const plan_layout *l, const plan_
 // The links: `plan-probe` at 2 ranks, under mpirun on this machine, or under `launcher`
 // (a command prefix that starts one rank on each of two nodes, e.g. the emulated
 // cluster's `scripts/cluster.sh run 1 --`) for the inter-node link.
-static int probe_links(const char *launcher, double *bw, double *lat) {
+static int probe_links(const char *launcher, double *bw, double *lat, double *gap, double *sync) {
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return BG_ERR;
@@ -84,9 +84,9 @@ static int probe_links(const char *launcher, double *bw, double *lat) {
                  "mpirun --oversubscribe -np 2 '%s' plan-probe 2>/dev/null", self);
     FILE *p = popen(cmd, "r");
     if (!p) return BG_ERR;
-    int got = fscanf(p, "%lf %lf", bw, lat);
+    int got = fscanf(p, "%lf %lf %lf %lf", bw, lat, gap, sync);
     int rc = pclose(p);
-    return got == 2 && rc == 0 && *bw > 0 ? BG_OK : BG_ERR;
+    return got == 4 && rc == 0 && *bw > 0 ? BG_OK : BG_ERR;
 }
 
 static int calibrate(const char *config, const char *out, int B, int T, int threads, const char *inter,
@@ -108,25 +108,26 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     cl.nodes = 1, cl.ranks_per_node = (int)(cores / threads), cl.oversubscription = 1;
     // The inter-node link first: a launcher that does not work fails before the minute
     // of GEMM timing.
-    double inter_bw = 0, inter_lat = 0;
+    double inter_bw = 0, inter_lat = 0, inter_gap = 0, inter_sync = 0;
     if (inter) {
-        if (probe_links(inter, &inter_bw, &inter_lat) != BG_OK) {
+        if (probe_links(inter, &inter_bw, &inter_lat, &inter_gap, &inter_sync) != BG_OK) {
             fprintf(stderr, "bagualu: plan: the inter-node probe under \"%s\" failed\n", inter);
             return 2;
         }
     }
     fprintf(stderr, "plan: timing GEMMs on %d of %ld cores...\n", threads, cores);
     plan_calibrate_compute(&cl, c, B, T, threads, 60);
-    double bw = 0, lat = 0;
+    double bw = 0, lat = 0, gap = 0, sync = 0;
     fprintf(stderr, "plan: probing links with mpirun -np 2...\n");
-    if (probe_links(NULL, &bw, &lat) != BG_OK) {
+    if (probe_links(NULL, &bw, &lat, &gap, &sync) != BG_OK) {
         fprintf(stderr, "plan: the MPI probe failed; intra-node links set to the memory bandwidth\n");
-        bw = cl.mem_bw / 2, lat = 5e-6;
+        bw = cl.mem_bw / 2, lat = gap = 5e-6;
     }
     cl.intra_bw = cl.inter_bw = bw;
     cl.intra_lat = cl.inter_lat = lat;
+    cl.intra_gap = cl.inter_gap = gap;
     if (inter) {
-        cl.inter_bw = inter_bw, cl.inter_lat = inter_lat;
+        cl.inter_bw = inter_bw, cl.inter_lat = inter_lat, cl.inter_gap = inter_gap, cl.inter_sync = inter_sync;
         // Emulated nodes share this machine: a node gets cores/N of its cores and memory;
         // where that is under one rank's `threads`, its one rank runs at that share.
         double node_cores = (double)cores / inter_nodes, share = node_cores / threads;
@@ -151,8 +152,9 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     }
     free(json);
     fprintf(stderr, "plan: wrote %s (fp32 peak %.3g, bf16 peak %.3g GFLOP/s, memory %.3g GB/s, "
-                    "links %.3g GB/s, %.3g us; inter-node %.3g GB/s, %.3g us)\n", out, cl.peak[PLAN_FP32] / 1e9,
-            cl.peak[PLAN_BF16] / 1e9, cl.mem_bw / 1e9, bw / 1e9, lat * 1e6, cl.inter_bw / 1e9, cl.inter_lat * 1e6);
+                    "links %.3g GB/s, %.3g us; inter-node %.3g GB/s, %.3g us, gap %.3g us, sync %.3g us)\n", out,
+            cl.peak[PLAN_FP32] / 1e9, cl.peak[PLAN_BF16] / 1e9, cl.mem_bw / 1e9, bw / 1e9, lat * 1e6,
+            cl.inter_bw / 1e9, cl.inter_lat * 1e6, cl.inter_gap * 1e6, cl.inter_sync * 1e6);
     return 0;
 }
 

@@ -129,20 +129,30 @@ enum dist_a2a_algo {
 #define DIST_A2A_ALGOS 3
 
 // What the choice of algorithm (dist_a2a_choose) knows about an exchange and the
-// machine. Bandwidths in bytes/s, latencies in seconds per message.
+// machine. Bandwidths in bytes/s; a latency is what a phase of messages sent together
+// waits for the first to arrive (half a round trip), a gap what each further message
+// costs its sender (0: one latency, as if sent one after another).
 typedef struct {
     int nodes, ranks_per_node;  // equal nodes assumed
     double bytes_per_rank;      // rows x width x 4 one rank sends in one exchange
-    double inter_bw, inter_lat; // the link between nodes, as seen by one node
-    double intra_bw, intra_lat; // inside a node
+    double inter_bw, inter_lat, inter_gap;  // the link between nodes, as seen by one node
+    double intra_bw, intra_lat, intra_gap;  // inside a node
+    // Ranks per core of the machine a rank runs on (below 1 counts as 1): above 1 where
+    // nodes share a machine (emulated) or ranks outnumber cores; copies share cores.
+    double ranks_per_core;
+    // What each phase of an exchange waits beyond the link for all ranks to take part
+    // (a rank waiting for its core), measured; 0 where every rank has a core.
+    double sync_s;
 } dist_a2a_cost_in;
 // Modelled seconds of one exchange with `algo`, and the algorithm the model prefers
 // (flat on one node). The one place that weighs the algorithms (a later planner owns it).
 double dist_a2a_cost(const dist_a2a_cost_in *in, enum dist_a2a_algo algo);
 enum dist_a2a_algo dist_a2a_choose(const dist_a2a_cost_in *in);
 // Measures the inter- and intra-node links once by ping-pong between rank 0 and the
-// first rank of node 1 (and rank 1 of node 0). Collective over c; every rank gets the
-// same numbers. Fields not measurable (one node, one rank per node) are left as given.
+// first rank of node 1 (and rank 1 of node 0) while the other ranks sleep, counts the
+// ranks per core (ranks that share a kernel boot id share a machine) and times a tiny
+// all-to-all of all ranks for sync_s. Collective over c; every rank gets the same
+// numbers. Fields not measurable (one node, one rank per node) are left as given.
 void dist_link_measure(dist_comm *c, dist_a2a_cost_in *io);
 const char *dist_a2a_name(enum dist_a2a_algo algo);
 

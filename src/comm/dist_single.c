@@ -141,6 +141,7 @@ void dist_set_skew_probe(int on) { (void)on; }
 void dist_link_measure(dist_comm *c, dist_a2a_cost_in *io) {
     (void)c;
     io->nodes = io->ranks_per_node = 1;
+    io->ranks_per_core = 1;
 }
 
 void dist_a2a_wait_chunk(dist_a2a *h, int k) { BG_ASSERT(k >= 0 && k < h->n_chunks); }

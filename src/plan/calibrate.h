@@ -28,7 +28,7 @@ int plan_calibrate_shapes(plan_gemm_shape *v, const model_config *c, int B, int 
 int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T, int threads,
                            double seconds);
 
-// Under mpirun (the `plan-probe` verb): the all-to-all time of 8-byte and large
-// blocks between the ranks; rank 0 prints "bandwidth latency" (B/s per rank, s).
+// Under mpirun (the `plan-probe` verb): the links as --a2a auto measures them; rank 0
+// prints "bandwidth latency gap sync" (B/s, s, s per further message, s per phase).
 int plan_probe(int argc, char **argv);
 #endif

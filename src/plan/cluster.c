@@ -98,7 +98,7 @@ static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
     static const char *const top[] = {"name", "sources", "notes", "assumptions", "nodes", "ranks_per_node",
         "cores_per_rank", "peak_flops", "gemm", "gemm_efficiency", "attention_efficiency", "attention_rate",
         "memory_per_node", "memory_bandwidth", "intra_node", "inter_node", "topology", NULL};
-    static const char *const link[] = {"bandwidth", "latency", NULL};
+    static const char *const link[] = {"bandwidth", "latency", "gap", "sync", NULL};
     static const char *const topo[] = {"supernode_nodes", "oversubscription", NULL};
     if (check_keys(root, top, "", origin) != BG_OK) return BG_ERR;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
@@ -160,12 +160,20 @@ static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
         get_num(intra, "bandwidth", "intra_node.", origin, 1, 1, &c->intra_bw) ||
         get_num(intra, "latency", "intra_node.", origin, 1, 0, &c->intra_lat))
         return BG_ERR;
+    c->intra_gap = -1, c->inter_gap = -1, c->inter_sync = 0;
+    if (get_num(intra, "gap", "intra_node.", origin, 0, 0, &c->intra_gap)) return BG_ERR;
+    if (cJSON_GetObjectItemCaseSensitive(intra, "sync"))
+        return bg_error("%s: \"intra_node.sync\": the phase wait is \"inter_node.sync\"", origin);
     if (get_object(root, "inter_node", origin, c->nodes > 1, &inter)) return BG_ERR;
-    c->inter_bw = c->intra_bw, c->inter_lat = c->intra_lat;
+    c->inter_bw = c->intra_bw, c->inter_lat = c->intra_lat, c->inter_gap = inter ? -1 : c->intra_gap;
     if (inter && (check_keys(inter, link, "inter_node.", origin) ||
                   get_num(inter, "bandwidth", "inter_node.", origin, 1, 1, &c->inter_bw) ||
-                  get_num(inter, "latency", "inter_node.", origin, 1, 0, &c->inter_lat)))
+                  get_num(inter, "latency", "inter_node.", origin, 1, 0, &c->inter_lat) ||
+                  get_num(inter, "gap", "inter_node.", origin, 0, 0, &c->inter_gap) ||
+                  get_num(inter, "sync", "inter_node.", origin, 0, 0, &c->inter_sync)))
         return BG_ERR;
+    if (c->intra_gap < 0) c->intra_gap = c->intra_lat;  // absent: one latency a message
+    if (c->inter_gap < 0) c->inter_gap = c->inter_lat;
     c->supernode_nodes = 0;
     c->oversubscription = 1;
     if (get_object(root, "topology", origin, 0, &topology)) return BG_ERR;
@@ -257,8 +265,11 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
     cJSON *in = cJSON_AddObjectToObject(root, "intra_node"), *out = cJSON_AddObjectToObject(root, "inter_node");
     add_number(in, "bandwidth", c->intra_bw);
     add_number(in, "latency", c->intra_lat);
+    add_number(in, "gap", c->intra_gap);
     add_number(out, "bandwidth", c->inter_bw);
     add_number(out, "latency", c->inter_lat);
+    add_number(out, "gap", c->inter_gap);
+    add_number(out, "sync", c->inter_sync);
     cJSON *t = cJSON_AddObjectToObject(root, "topology");
     cJSON_AddNumberToObject(t, "supernode_nodes", c->supernode_nodes);
     add_number(t, "oversubscription", c->oversubscription);

@@ -39,6 +39,13 @@ typedef struct {
     double mem_bw;                      // bytes/s per rank (memory-bound kernels)
     double intra_bw, intra_lat;         // per rank, inside a node
     double inter_bw, inter_lat;         // per node (its links), between nodes
+    // What each further message of a phase costs its sender (s); absent from a file:
+    // the latency (messages priced one after another).
+    double intra_gap, inter_gap;
+    // What each phase of an exchange waits for its ranks to get a core (s), per rank
+    // per node (a layout of R ranks per node waits R times as long), measured where
+    // emulated nodes share a machine's cores; 0 elsewhere.
+    double inter_sync;
     int supernode_nodes;                // nodes under one non-blocking switch (0: all)
     double oversubscription;            // above a supernode (1: non-blocking)
 } plan_cluster;

@@ -46,6 +46,18 @@ double plan_allreduce_s(const plan_cluster *cl, int R, double bytes, int n, int 
     return t + 2.0 * (n - 1) * (n > m ? cl->inter_lat : cl->intra_lat);
 }
 
+// One phase of an exchange in which a rank sends n_in intra-node and n_out inter-node
+// messages together: the first costs a latency, each further one a gap, and the phase
+// waits sync·R for its ranks to get a core (emulated nodes sharing cores; the file's
+// sync is per rank per node). With gap = latency and no sync this is one latency a
+// message, as messages sent one by one.
+static double phase_s(const plan_cluster *cl, double n_in, double n_out, int R) {
+    if (n_in + n_out <= 0) return 0;
+    double first = n_out > 0 ? cl->inter_lat : cl->intra_lat;
+    double more = n_in * cl->intra_gap + n_out * cl->inter_gap - (n_out > 0 ? cl->inter_gap : cl->intra_gap);
+    return first + more + cl->inter_sync * R;
+}
+
 // One trip of expert rows: b bytes sent per rank in an EP group of `ep` ranks, r_in of
 // them on this node, R ranks per node sharing its links. The receiving side's
 // imbalance scales the bandwidth terms.
@@ -54,15 +66,15 @@ static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep
     if (ep <= 1 || b <= 0) return 0;
     double g = ceil((double)ep / r_in);
     double f_intra = (double)(r_in - 1) / ep, f_inter = (double)(ep - r_in) / ep;
-    double li = cl->intra_lat, lo = cl->inter_lat;
     if (g <= 1) algo = PLAN_A2A_FLAT;  // inside one node every algorithm is the flat one
     switch (algo) {
     case PLAN_A2A_HIER:
-        // Inter-node rows gathered to the node leader, one message per node pair, then
-        // scattered: two intra-node passes of the node's inter bytes through the leader.
+        // Inter-node rows gathered to the node leader (with the direct intra rows), one
+        // message per node pair, then scattered: three phases, two intra-node passes of
+        // the node's inter bytes through the leader.
         return imb * (b * f_intra / cl->intra_bw + 2 * (r_in - 1) * b * f_inter / cl->intra_bw +
                       inter_s(cl, R * b * f_inter, g)) +
-               (3 * (r_in - 1)) * li + (g - 1) * lo;
+               phase_s(cl, 2 * (r_in - 1), 0, R) + phase_s(cl, 0, g - 1, R) + phase_s(cl, r_in - 1, 0, R);
     case PLAN_A2A_2D: {
         // Two dimensions: first among the group's ranks of one supernode (one node's
         // where the cluster has no supernodes), to the rank that shares the
@@ -71,11 +83,11 @@ static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep
         double d1 = fmin(ep, (double)r_in * S), d2 = ceil(ep / d1);
         double t1 = b * (r_in - 1) / d1 / cl->intra_bw + R * b * (d1 - r_in) / d1 / cl->inter_bw;
         double t2 = d2 > 1 ? R * b * (d2 - 1) / d2 * (S > 1 ? cl->oversubscription : 1) / cl->inter_bw : 0;
-        return imb * (t1 + t2) + (r_in - 1) * li + (d1 - r_in) * lo + (d2 - 1) * lo;
+        return imb * (t1 + t2) + phase_s(cl, r_in - 1, d1 - r_in, R) + phase_s(cl, 0, d2 - 1, R);
     }
     default:
         return imb * fmax(b * f_intra / cl->intra_bw, inter_s(cl, R * b * f_inter, g)) +
-               (r_in - 1) * li + (ep - r_in) * lo;
+               phase_s(cl, r_in - 1, ep - r_in, R);
     }
 }
 
@@ -152,7 +164,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
                 double b = Nm * k * keep * row_bytes, trips = 4 + 2 * rec;
                 a2a_s += trips * a2a_trip_s(cl, l->a2a, b, EP, r_in, R, imb);
                 // the count exchange and the balance statistics' all-reduce
-                a2a_s += (r_in - 1) * cl->intra_lat + (EP - r_in) * cl->inter_lat;
+                a2a_s += phase_s(cl, r_in - 1, EP - r_in, R);
                 a2a_intra += trips * b * (r_in - 1) / EP;
                 a2a_inter += trips * b * (EP - r_in) / EP;
             }

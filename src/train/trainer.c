@@ -725,10 +725,11 @@ int train_run_begin(train_run *r, const train_options *o, int *report) {
         printf("\n");
         if (P > 1 && o->a2a_algo < 0) {
             const dist_a2a_cost_in *in = &tr->a2a_auto;
-            printf("a2a auto: %s (inter-node %.2f Gbit/s, %.0f us; intra %.2f Gbit/s, %.0f us; "
-                   "modelled ms flat %.2f, hierarchical %.2f, 2d %.2f)\n",
+            printf("a2a auto: %s (inter-node %.2f Gbit/s, %.0f us, gap %.1f us; intra %.2f Gbit/s, %.0f us; "
+                   "%.2f ranks per core, sync %.0f us; modelled ms flat %.2f, hierarchical %.2f, 2d %.2f)\n",
                    dist_a2a_name(tr->par.a2a_algo), in->inter_bw * 8e-9, in->inter_lat * 1e6,
-                   in->intra_bw * 8e-9, in->intra_lat * 1e6, 1e3 * dist_a2a_cost(in, DIST_A2A_FLAT),
+                   in->inter_gap * 1e6, in->intra_bw * 8e-9, in->intra_lat * 1e6, in->ranks_per_core,
+                   in->sync_s * 1e6, 1e3 * dist_a2a_cost(in, DIST_A2A_FLAT),
                    1e3 * dist_a2a_cost(in, DIST_A2A_HIER), 1e3 * dist_a2a_cost(in, DIST_A2A_2D));
         }
         if (P > 1)
