@@ -1,0 +1,75 @@
+#include "train/grad_overlap.h"
+#include "core/error.h"
+
+#include <stdlib.h>
+
+// The parameter block holds the embeddings, layer 0, ..., layer L-1, the final norm
+// and the LM head (dense), then layer 0's, ..., layer L-1's experts: when layer l's
+// backward is done, everything from layer l's first tensor to the end of each part is
+// final, so each layer posts one range of each part, and the embeddings go last.
+void grad_overlap_init(grad_overlap *g, model *m, int scatter) {
+    BG_ASSERT(m->par);
+    const dist_layout *L = m->par->layout;
+    const param_table *t = &m->table;
+    int layers = m->cfg.num_hidden_layers;
+    *g = (grad_overlap){.scatter = scatter, .layers = layers, .m = m};
+    g->dense = dist_grad_reduce_new(L->world);
+    if (t->numel > t->dense_numel && L->edp_size > 1) g->experts = dist_grad_reduce_new(L->edp_comm);
+    g->dense_lo = bg_malloc(sizeof(size_t) * 2 * (size_t)layers);
+    g->expert_lo = g->dense_lo + layers;
+    for (int l = 0; l < layers; l++) g->dense_lo[l] = t->dense_numel, g->expert_lo[l] = t->numel;
+    for (int i = 0; i < t->count; i++) {
+        const param_tensor *p = &t->tensors[i];
+        if (p->layer < 0) continue;
+        size_t *lo = p->expert >= 0 ? &g->expert_lo[p->layer] : &g->dense_lo[p->layer];
+        if (p->offset < *lo) *lo = p->offset;
+    }
+    // A layer without experts (or a rank without them) begins where the next one does.
+    for (int l = layers - 2; l >= 0; l--)
+        if (g->expert_lo[l] > g->expert_lo[l + 1]) g->expert_lo[l] = g->expert_lo[l + 1];
+}
+
+void grad_overlap_free(grad_overlap *g) {
+    dist_grad_reduce_free(g->dense);
+    dist_grad_reduce_free(g->experts);
+    free(g->dense_lo);
+    *g = (grad_overlap){0};
+}
+
+static void on_block(void *ctx, int layer, int layer_done) {
+    grad_overlap *g = ctx;
+    size_t D = g->m->table.dense_numel;
+    if (layer_done) {
+        size_t lo = g->dense_lo[layer];
+        if (lo < g->dense_posted) dist_grad_reduce_post(g->dense, lo, g->dense_posted), g->dense_posted = lo;
+        lo = g->expert_lo[layer];
+        if (g->experts && lo < g->expert_posted) {
+            dist_grad_reduce_post(g->experts, lo - D, g->expert_posted - D);
+            g->expert_posted = lo;
+        }
+    }
+    dist_grad_reduce_progress(g->dense);
+    if (g->experts) dist_grad_reduce_progress(g->experts);
+}
+
+void grad_overlap_begin(grad_overlap *g) {
+    model *m = g->m;
+    size_t D = m->table.dense_numel, X = m->table.numel - D;
+    dist_grad_reduce_begin(g->dense, m->grads, D, g->scatter);
+    if (g->experts) dist_grad_reduce_begin(g->experts, m->grads + D, X, g->scatter);
+    g->dense_posted = D;
+    g->expert_posted = m->table.numel;
+    m->backward_hook = on_block;
+    m->backward_hook_ctx = g;
+}
+
+void grad_overlap_end(grad_overlap *g) {
+    model *m = g->m;
+    size_t D = m->table.dense_numel;
+    m->backward_hook = NULL;
+    m->backward_hook_ctx = NULL;
+    dist_grad_reduce_post(g->dense, 0, g->dense_posted);
+    if (g->experts) dist_grad_reduce_post(g->experts, 0, g->expert_posted - D);
+    dist_grad_reduce_end(g->dense);
+    if (g->experts) dist_grad_reduce_end(g->experts);
+}
