@@ -14,9 +14,10 @@
 // the phases of different buckets, posted at different moments on different ranks,
 // never match each other's messages.
 //
-// A rank receives into K slots of the communicator's scratch (DIST_SCR_GRAD), one
-// bucket's parts each, taken round robin; a bucket whose slot is still busy waits for
-// the bucket before it there. dist_grad_reduce_scratch_bytes is what they hold.
+// A rank receives into DIST_GRAD_SLOTS slots of the communicator's scratch
+// (DIST_SCR_GRAD), one bucket's parts each, taken round robin in posting order; a
+// bucket whose slot is busy starts once the bucket before it there has its sums
+// (a progress call, or the end). dist_grad_reduce_scratch_bytes is what they hold.
 #ifdef BG_HAVE_MPI
 #include "core/timer.h"
 #include "comm/dist_impl.h"
@@ -26,12 +27,13 @@
 enum {
     GRAD_TAG_BASE = 16384,  // [16384, 32767]: above the other point-to-point tags and
     GRAD_TAGS = 16384,      // within the MPI standard's least tag bound
+    GRAD_WAITING = 3,       // a bucket that receives, waiting for a free slot
 };
 
 typedef struct {
     size_t a, b;     // elements [a, b) of the buffer
     int owner;       // reduce-scatter: the rank whose segment holds [a, b); -1: all-reduce
-    int phase;       // 1: sums under way, 2: sums being shared, 0: done
+    int phase;       // 1: sums under way, 2: sums being shared, 0: done, or GRAD_WAITING
     int slot;        // the scratch slot of my parts, or -1
     int tag;         // phase p uses tag + p - 1
     MPI_Request *reqs;  // [2P]
@@ -49,6 +51,7 @@ struct dist_grad_reduce {
     int next_slot;
     grad_bucket *b;
     int nb, cap, first_open;  // buckets of this reduction; the oldest not done
+    int first_waiting;        // the oldest bucket not started
     unsigned serial;          // buckets posted since the handle was made (for tags)
     double t_begin, exposed;
     int active;
@@ -74,7 +77,7 @@ void dist_grad_reduce_begin(dist_grad_reduce *h, float *buf, size_t n, int scatt
     h->buf = buf;
     h->n = n;
     h->scatter = scatter != 0;
-    h->nb = h->first_open = 0;
+    h->nb = h->first_open = h->first_waiting = 0;
     h->exposed = 0;
     h->active = 1;
     c->traffic.calls++;
@@ -147,6 +150,27 @@ static void bucket_phase1_done(dist_grad_reduce *h, int idx) {
     k->phase = 2;
 }
 
+// Phase 1 of bucket idx: my receives into its slot (taken by the caller), my sends.
+static void bucket_start(dist_grad_reduce *h, int idx) {
+    dist_comm *c = h->c;
+    int P = c->size, me = c->rank;
+    grad_bucket *k = &h->b[idx];
+    size_t lo, mine = bucket_seg(h, k, me, &lo);
+    float *parts = mine ? h->scratch + (size_t)k->slot * (size_t)P * h->piece : NULL;
+    clear_reqs(c, k);
+    int nreq = 0;
+    for (int s = 1; s < P; s++) {  // receives first, each rank from a different peer
+        int j = (me + P - s) % P;
+        bucket_xfer(h, k, 0, j, parts + (size_t)j * mine, mine, k->tag, &nreq);
+    }
+    for (int s = 1; s < P; s++) {
+        int j = (me + s) % P;
+        size_t jlo, cnt = bucket_seg(h, k, j, &jlo);
+        bucket_xfer(h, k, 1, j, h->buf + jlo, cnt, k->tag, &nreq);
+    }
+    k->phase = 1;
+}
+
 // Advances bucket idx; blocking: until it is done (sums_only: until its slot is free),
 // and the watchdog names a stuck peer.
 static void bucket_step(dist_grad_reduce *h, int idx, int blocking, int sums_only) {
@@ -160,8 +184,34 @@ static void bucket_step(dist_grad_reduce *h, int idx, int blocking, int sums_onl
     }
 }
 
+// Buckets that receive wait in order for a free slot (round robin), so posting never
+// blocks; blocking: the oldest waiting bucket waits for its slot's previous user.
+static void start_waiting(dist_grad_reduce *h, int blocking) {
+    while (h->first_waiting < h->nb) {
+        grad_bucket *k = &h->b[h->first_waiting];
+        if (k->phase == GRAD_WAITING) {
+            int s = h->next_slot;
+            if (h->slot_user[s] >= 0) {
+                if (!blocking) return;
+                bucket_step(h, h->slot_user[s], 1, 1);
+            }
+            h->next_slot = (s + 1) % DIST_GRAD_SLOTS;
+            k->slot = s;
+            h->slot_user[s] = h->first_waiting;
+            bucket_start(h, h->first_waiting);
+        }
+        h->first_waiting++;
+    }
+}
+
+// Tests the oldest open buckets (a bounded number: each test runs MPI's progress
+// engine), then starts the buckets waiting for a slot that has come free.
 static void advance(dist_grad_reduce *h) {
-    for (int i = h->first_open; i < h->nb; i++) bucket_step(h, i, 0, 0);
+    int tested = 0;
+    for (int i = h->first_open; i < h->nb && tested < 64; i++) {
+        if (h->b[i].phase == 1 || h->b[i].phase == 2) bucket_step(h, i, 0, 0), tested++;
+    }
+    start_waiting(h, 0);
     while (h->first_open < h->nb && !h->b[h->first_open].phase) h->first_open++;
 }
 
@@ -183,33 +233,13 @@ static grad_bucket *bucket_new(dist_grad_reduce *h) {
 
 static void bucket_post(dist_grad_reduce *h, size_t a, size_t b, int owner) {
     dist_comm *c = h->c;
-    int P = c->size, me = c->rank;
     if (h->nb == 0) h->t_begin = bg_now();  // in flight from the first post
     grad_bucket *k = bucket_new(h);
-    k->a = a, k->b = b, k->owner = owner, k->phase = 1, k->slot = -1;
+    k->a = a, k->b = b, k->owner = owner, k->slot = -1;
     int idx = h->nb++;
-    clear_reqs(c, k);
-    size_t lo, mine = bucket_seg(h, k, me, &lo);
-    float *parts = NULL;
-    if (mine) {
-        int s = h->next_slot;
-        h->next_slot = (s + 1) % DIST_GRAD_SLOTS;
-        if (h->slot_user[s] >= 0) bucket_step(h, h->slot_user[s], 1, 1);  // its parts first
-        k = &h->b[idx];
-        k->slot = s;
-        h->slot_user[s] = idx;
-        parts = h->scratch + (size_t)s * (size_t)P * h->piece;
-    }
-    int nreq = 0;
-    for (int s = 1; s < P; s++) {
-        int j = (me + P - s) % P;
-        bucket_xfer(h, k, 0, j, parts + (size_t)j * mine, mine, k->tag, &nreq);
-    }
-    for (int s = 1; s < P; s++) {
-        int j = (me + s) % P;
-        size_t jlo, cnt = bucket_seg(h, k, j, &jlo);
-        bucket_xfer(h, k, 1, j, h->buf + jlo, cnt, k->tag, &nreq);
-    }
+    size_t lo, mine = bucket_seg(h, k, c->rank, &lo);
+    if (mine) k->phase = GRAD_WAITING;  // started by start_waiting, in order
+    else bucket_start(h, idx);         // sends only: at once
 }
 
 void dist_grad_reduce_post(dist_grad_reduce *h, size_t lo, size_t hi) {
@@ -246,6 +276,7 @@ void dist_grad_reduce_progress(dist_grad_reduce *h) {
 void dist_grad_reduce_end(dist_grad_reduce *h) {
     BG_ASSERT(h->active);
     double t0 = bg_now();
+    start_waiting(h, 1);
     for (int i = h->first_open; i < h->nb; i++) bucket_step(h, i, 1, 0);
     double t1 = bg_now();
     h->exposed += t1 - t0;

@@ -356,7 +356,7 @@ int trainer_compute_grads(trainer *tr, double *loss) {
     if (model_forward(m, tr->inputs, tr->targets) != BG_OK) return BG_ERR;
     grad_sync_loss(m);
     model_zero_grad(m);
-    if (tr->grad_overlap_on) grad_overlap_begin(&tr->gov);  // sums start during the backward
+    if (tr->grad_overlap_on) grad_overlap_begin(&tr->gov, tr->inputs);  // sums start during the backward
     model_backward(m);
     inject_faults(tr, tr->samples - G, G);
     if (tr->grad_overlap_on) grad_overlap_end(&tr->gov);
