@@ -1,7 +1,7 @@
 // MPI backend: the gradient reduction overlapped with the backward (dist.h,
 // dist_grad_reduce_*). The backward finishes a model's gradients from its last layer to
 // its first; each range the caller posts as final leaves at once as non-blocking
-// point-to-point transfers, and the caller's progress calls between blocks sum what has
+// point-to-point sends, and the caller's progress calls between blocks sum what has
 // arrived and send the sums on. MPI runs FUNNELED: no thread of ours calls MPI, and a
 // busy progress thread would take a core from the compute.
 //
@@ -14,10 +14,9 @@
 // the phases of different buckets, posted at different moments on different ranks,
 // never match each other's messages.
 //
-// A rank receives into DIST_GRAD_SLOTS slots of the communicator's scratch
-// (DIST_SCR_GRAD), one bucket's parts each, taken round robin in posting order; a
-// bucket whose slot is busy starts once the bucket before it there has its sums
-// (a progress call, or the end). dist_grad_reduce_scratch_bytes is what they hold.
+// A bucket's sends leave when it is posted; its receives (P parts of my segment) wait,
+// in posting order, for room in a ring over the communicator's scratch (DIST_SCR_GRAD,
+// dist_grad_reduce_scratch_bytes), freed as the sums are taken. Posting never waits.
 #ifdef BG_HAVE_MPI
 #include "core/timer.h"
 #include "comm/dist_impl.h"
@@ -27,16 +26,19 @@
 enum {
     GRAD_TAG_BASE = 16384,  // [16384, 32767]: above the other point-to-point tags and
     GRAD_TAGS = 16384,      // within the MPI standard's least tag bound
-    GRAD_WAITING = 3,       // a bucket that receives, waiting for a free slot
 };
+
+// Where a bucket's receive space stands.
+enum { RING_NONE, RING_WAITING, RING_HELD, RING_FREED };
 
 typedef struct {
     size_t a, b;     // elements [a, b) of the buffer
     int owner;       // reduce-scatter: the rank whose segment holds [a, b); -1: all-reduce
-    int phase;       // 1: sums under way, 2: sums being shared, 0: done, or GRAD_WAITING
-    int slot;        // the scratch slot of my parts, or -1
+    int phase;       // 1: sums under way, 2: sums being shared, 0: done
+    int ring;        // RING_*
+    size_t ring_off; // my parts: P x my segment's length, from here in the ring
     int tag;         // phase p uses tag + p - 1
-    MPI_Request *reqs;  // [2P]
+    MPI_Request *reqs;  // [2P]: receives from rank j at j, sends to rank j at P + j
     int *peers;         // [2P]
 } grad_bucket;
 
@@ -46,12 +48,13 @@ struct dist_grad_reduce {
     size_t n;
     int scatter;
     size_t piece;       // the most elements of one rank's segment in a bucket
-    float *scratch;     // DIST_GRAD_SLOTS slots of P * piece floats
-    int slot_user[DIST_GRAD_SLOTS];  // the bucket using each slot, or -1
-    int next_slot;
+    float *ring;        // ring_len floats
+    size_t ring_len, head;
+    int ring_front;     // the oldest bucket that may hold ring space
+    int live;           // buckets holding ring space
     grad_bucket *b;
     int nb, cap, first_open;  // buckets of this reduction; the oldest not done
-    int first_waiting;        // the oldest bucket not started
+    int first_waiting;        // the oldest bucket whose receives may wait for room
     unsigned serial;          // buckets posted since the handle was made (for tags)
     double t_begin, exposed;
     int active;
@@ -77,15 +80,16 @@ void dist_grad_reduce_begin(dist_grad_reduce *h, float *buf, size_t n, int scatt
     h->buf = buf;
     h->n = n;
     h->scatter = scatter != 0;
-    h->nb = h->first_open = h->first_waiting = 0;
+    h->nb = h->first_open = h->first_waiting = h->ring_front = h->live = 0;
+    h->head = 0;
     h->exposed = 0;
     h->active = 1;
     c->traffic.calls++;
     if (c->size <= 1 || n == 0) return;
     h->piece = dist_grad_piece_elems(c->size, n, c->bucket_bytes);
-    h->scratch = dist_scratch(c, DIST_SCR_GRAD, dist_grad_reduce_scratch_bytes(c->size, n, c->bucket_bytes));
-    for (int s = 0; s < DIST_GRAD_SLOTS; s++) h->slot_user[s] = -1;
-    h->next_slot = 0;
+    size_t bytes = dist_grad_reduce_scratch_bytes(c->size, n, c->bucket_bytes);
+    h->ring = dist_scratch(c, DIST_SCR_GRAD, bytes);
+    h->ring_len = bytes / sizeof(float);
 }
 
 // Rank j's segment of bucket k: [*lo, *lo + return value).
@@ -101,21 +105,49 @@ static size_t bucket_seg(const dist_grad_reduce *h, const grad_bucket *k, int j,
 
 // One transfer of bucket k with rank j, counted as traffic and kept for the watchdog.
 static void bucket_xfer(dist_grad_reduce *h, grad_bucket *k, int send, int j, float *p, size_t cnt,
-                        int tag, int *nreq) {
+                        int tag) {
     dist_comm *c = h->c;
     if (!cnt) return;
+    int i = send ? c->size + j : j;
     if (send) {
-        DIST_MPI(MPI_Isend(p, (int)cnt, MPI_FLOAT, j, tag, c->comm, &k->reqs[*nreq]));
+        DIST_MPI(MPI_Isend(p, (int)cnt, MPI_FLOAT, j, tag, c->comm, &k->reqs[i]));
         dist_count_send(c, j, (uint64_t)cnt * sizeof(float));
     } else {
-        DIST_MPI(MPI_Irecv(p, (int)cnt, MPI_FLOAT, j, tag, c->comm, &k->reqs[*nreq]));
+        DIST_MPI(MPI_Irecv(p, (int)cnt, MPI_FLOAT, j, tag, c->comm, &k->reqs[i]));
         dist_count_recv(c, j, (uint64_t)cnt * sizeof(float));
     }
-    k->peers[(*nreq)++] = j;
+    k->peers[i] = j;
 }
 
 static void clear_reqs(const dist_comm *c, grad_bucket *k) {
     for (int i = 0; i < 2 * c->size; i++) k->reqs[i] = MPI_REQUEST_NULL, k->peers[i] = -1;
+}
+
+// Drops the oldest holders that are done with their room.
+static void ring_release(dist_grad_reduce *h) {
+    while (h->ring_front < h->first_waiting && h->b[h->ring_front].ring != RING_HELD) {
+        if (h->b[h->ring_front].ring == RING_FREED) h->b[h->ring_front].ring = RING_NONE, h->live--;
+        h->ring_front++;
+    }
+}
+
+// Ring room for `need` floats after every held part, or 0 (*off unset) when there is
+// none: held space runs from the oldest holder's offset to head, possibly wrapped.
+static int ring_alloc(dist_grad_reduce *h, size_t need, size_t *off) {
+    ring_release(h);  // the front: the oldest holder, when any
+    if (!h->live) h->head = 0;
+    size_t tail = h->live ? h->b[h->ring_front].ring_off : 0;
+    if (!h->live || h->head > tail) {  // held: [tail, head)
+        if (h->ring_len - h->head >= need) *off = h->head;
+        else if (tail >= need) *off = 0;
+        else return 0;
+    } else {  // wrapped, held: [tail, ring_len) and [0, head)
+        if (tail - h->head < need) return 0;
+        *off = h->head;
+    }
+    h->head = *off + need;
+    h->live++;
+    return 1;
 }
 
 // Phase 1 done: my segment's sum in rank order, then (all-reduce) the sum to all.
@@ -125,54 +157,32 @@ static void bucket_phase1_done(dist_grad_reduce *h, int idx) {
     int P = c->size, me = c->rank;
     size_t lo, mine = bucket_seg(h, k, me, &lo);
     if (mine) {
-        float *parts = h->scratch + (size_t)k->slot * (size_t)P * h->piece, *o = h->buf + lo;
+        float *parts = h->ring + k->ring_off, *o = h->buf + lo;
         memcpy(parts + (size_t)me * mine, o, mine * sizeof(float));
         memcpy(o, parts, mine * sizeof(float));
         for (int r = 1; r < P; r++) {
             const float *p = parts + (size_t)r * mine;
             for (size_t i = 0; i < mine; i++) o[i] += p[i];
         }
-        h->slot_user[k->slot] = -1;
-        k->slot = -1;
+        k->ring = RING_FREED;
+        ring_release(h);
     }
     if (k->owner >= 0) {
         k->phase = 0;
         return;
     }
     clear_reqs(c, k);
-    int nreq = 0;
     for (int s = 1; s < P; s++) {  // receives first, each rank from a different peer
         int j = (me + P - s) % P;
         size_t jlo, cnt = bucket_seg(h, k, j, &jlo);
-        bucket_xfer(h, k, 0, j, h->buf + jlo, cnt, k->tag + 1, &nreq);
+        bucket_xfer(h, k, 0, j, h->buf + jlo, cnt, k->tag + 1);
     }
-    for (int s = 1; s < P; s++) bucket_xfer(h, k, 1, (me + s) % P, h->buf + lo, mine, k->tag + 1, &nreq);
+    for (int s = 1; s < P; s++) bucket_xfer(h, k, 1, (me + s) % P, h->buf + lo, mine, k->tag + 1);
     k->phase = 2;
 }
 
-// Phase 1 of bucket idx: my receives into its slot (taken by the caller), my sends.
-static void bucket_start(dist_grad_reduce *h, int idx) {
-    dist_comm *c = h->c;
-    int P = c->size, me = c->rank;
-    grad_bucket *k = &h->b[idx];
-    size_t lo, mine = bucket_seg(h, k, me, &lo);
-    float *parts = mine ? h->scratch + (size_t)k->slot * (size_t)P * h->piece : NULL;
-    clear_reqs(c, k);
-    int nreq = 0;
-    for (int s = 1; s < P; s++) {  // receives first, each rank from a different peer
-        int j = (me + P - s) % P;
-        bucket_xfer(h, k, 0, j, parts + (size_t)j * mine, mine, k->tag, &nreq);
-    }
-    for (int s = 1; s < P; s++) {
-        int j = (me + s) % P;
-        size_t jlo, cnt = bucket_seg(h, k, j, &jlo);
-        bucket_xfer(h, k, 1, j, h->buf + jlo, cnt, k->tag, &nreq);
-    }
-    k->phase = 1;
-}
-
-// Advances bucket idx; blocking: until it is done (sums_only: until its slot is free),
-// and the watchdog names a stuck peer.
+// Advances bucket idx; blocking: until it is done (sums_only: until its sums are
+// taken), and the watchdog names a stuck peer. Its receives must be posted.
 static void bucket_step(dist_grad_reduce *h, int idx, int blocking, int sums_only) {
     grad_bucket *k = &h->b[idx];
     int n = 2 * h->c->size;
@@ -184,40 +194,45 @@ static void bucket_step(dist_grad_reduce *h, int idx, int blocking, int sums_onl
     }
 }
 
-// Buckets that receive wait in order for a free slot (round robin), so posting never
-// blocks; blocking: the oldest waiting bucket waits for its slot's previous user.
-static void start_waiting(dist_grad_reduce *h, int blocking) {
-    while (h->first_waiting < h->nb) {
+// Posts the receives of the buckets waiting for ring room, in order, while there is
+// room; blocking: waits for the oldest holders' sums to make room.
+static void start_receives(dist_grad_reduce *h, int blocking) {
+    int P = h->c->size, me = h->c->rank;
+    for (; h->first_waiting < h->nb; h->first_waiting++) {
         grad_bucket *k = &h->b[h->first_waiting];
-        if (k->phase == GRAD_WAITING) {
-            int s = h->next_slot;
-            if (h->slot_user[s] >= 0) {
-                if (!blocking) return;
-                bucket_step(h, h->slot_user[s], 1, 1);
-            }
-            h->next_slot = (s + 1) % DIST_GRAD_SLOTS;
-            k->slot = s;
-            h->slot_user[s] = h->first_waiting;
-            bucket_start(h, h->first_waiting);
+        if (k->ring != RING_WAITING) continue;
+        size_t lo, mine = bucket_seg(h, k, me, &lo), off;
+        while (!ring_alloc(h, (size_t)P * mine, &off)) {
+            if (!blocking) return;
+            bucket_step(h, h->ring_front, 1, 1);
         }
-        h->first_waiting++;
+        k = &h->b[h->first_waiting];
+        k->ring = RING_HELD;
+        k->ring_off = off;
+        for (int s = 1; s < P; s++) {  // each rank from a different peer first
+            int j = (me + P - s) % P;
+            bucket_xfer(h, k, 0, j, h->ring + off + (size_t)j * mine, mine, k->tag);
+        }
     }
 }
 
-// Tests the oldest open buckets (a bounded number: each test runs MPI's progress
-// engine), then starts the buckets waiting for a slot that has come free.
+// Sums what has arrived in the ring (testing only its holders, in order, at most a
+// bounded number: each test runs MPI's progress engine for every transfer in flight)
+// and posts the receives that find room. Sends and shared sums need nothing from us
+// until the end; one test at least, so a rank that receives nothing pushes its sends.
 static void advance(dist_grad_reduce *h) {
     int tested = 0;
-    for (int i = h->first_open; i < h->nb && tested < 64; i++) {
-        if (h->b[i].phase == 1 || h->b[i].phase == 2) bucket_step(h, i, 0, 0), tested++;
-    }
-    start_waiting(h, 0);
+    for (int i = h->ring_front; i < h->first_waiting && tested < 2 * DIST_GRAD_SLOTS; i++)
+        if (h->b[i].ring == RING_HELD) bucket_step(h, i, 0, 1), tested++;
+    start_receives(h, 0);
     while (h->first_open < h->nb && !h->b[h->first_open].phase) h->first_open++;
+    if (!tested && h->first_open < h->nb && h->b[h->first_open].ring != RING_WAITING)
+        bucket_step(h, h->first_open, 0, 0);
 }
 
 static grad_bucket *bucket_new(dist_grad_reduce *h) {
     int P = h->c->size;
-    if (h->nb == h->cap) {  // grows in the first step only: later steps post the same ranges
+    if (h->nb == h->cap) {  // grows in the first steps only: later steps post alike
         int cap = h->cap ? 2 * h->cap : 64;
         h->b = bg_realloc(h->b, sizeof *h->b * (size_t)cap);
         for (int i = h->cap; i < cap; i++) {
@@ -226,20 +241,26 @@ static grad_bucket *bucket_new(dist_grad_reduce *h) {
         }
         h->cap = cap;
     }
-    grad_bucket *k = &h->b[h->nb];
+    grad_bucket *k = &h->b[h->nb++];
     k->tag = GRAD_TAG_BASE + (int)((2 * h->serial++) % GRAD_TAGS);
     return k;
 }
 
+// A bucket's sends now (its values are final); its receives when the ring has room.
 static void bucket_post(dist_grad_reduce *h, size_t a, size_t b, int owner) {
     dist_comm *c = h->c;
+    int P = c->size, me = c->rank;
     if (h->nb == 0) h->t_begin = bg_now();  // in flight from the first post
     grad_bucket *k = bucket_new(h);
-    k->a = a, k->b = b, k->owner = owner, k->slot = -1;
-    int idx = h->nb++;
-    size_t lo, mine = bucket_seg(h, k, c->rank, &lo);
-    if (mine) k->phase = GRAD_WAITING;  // started by start_waiting, in order
-    else bucket_start(h, idx);         // sends only: at once
+    k->a = a, k->b = b, k->owner = owner, k->phase = 1;
+    clear_reqs(c, k);
+    size_t lo, mine = bucket_seg(h, k, me, &lo);
+    k->ring = mine ? RING_WAITING : RING_NONE;
+    for (int s = 1; s < P; s++) {
+        int j = (me + s) % P;
+        size_t jlo, cnt = bucket_seg(h, k, j, &jlo);
+        bucket_xfer(h, k, 1, j, h->buf + jlo, cnt, k->tag);
+    }
 }
 
 void dist_grad_reduce_post(dist_grad_reduce *h, size_t lo, size_t hi) {
@@ -262,7 +283,6 @@ void dist_grad_reduce_post(dist_grad_reduce *h, size_t lo, size_t hi) {
             for (size_t k = 0; k < nb; k++) bucket_post(h, a + len * k / nb, a + len * (k + 1) / nb, j);
         }
     }
-    advance(h);
     h->exposed += bg_now() - t0;
 }
 
@@ -276,7 +296,7 @@ void dist_grad_reduce_progress(dist_grad_reduce *h) {
 void dist_grad_reduce_end(dist_grad_reduce *h) {
     BG_ASSERT(h->active);
     double t0 = bg_now();
-    start_waiting(h, 1);
+    start_receives(h, 1);
     for (int i = h->first_open; i < h->nb; i++) bucket_step(h, i, 1, 0);
     double t1 = bg_now();
     h->exposed += t1 - t0;
