@@ -105,9 +105,10 @@ void dist_allgather_f32(dist_comm *c, float *buf, size_t n);
 
 // The same sums overlapped with the computation that produces them (the backward):
 // dist_grad_reduce_begin names the buffer, dist_grad_reduce_post(lo, hi) says elements
-// [lo, hi) are final and starts their transfers (non-blocking), dist_grad_reduce_progress
-// (cheap, never waits) sums what arrived and sends sums on, dist_grad_reduce_end waits
-// for the rest (under the watchdog). scatter 0: every rank ends with every sum, as
+// [lo, hi) are final, dist_grad_reduce_progress (never waits) sums what arrived, sends
+// sums on and lets the posted ranges' sends leave in order while fewer than send_bytes
+// are in flight (0: none: the link is wanted for something else now),
+// dist_grad_reduce_end sends and waits for the rest (under the watchdog). scatter 0: every rank ends with every sum, as
 // dist_allreduce_sum_f32; 1: only its segment of the whole buffer, as
 // dist_reduce_scatter_sum_f32. Every element is the same rank-order sum, so the bits
 // equal the blocking calls'. Every rank posts the same ranges in the same order (each
@@ -120,7 +121,7 @@ dist_grad_reduce *dist_grad_reduce_new(dist_comm *c);
 void dist_grad_reduce_free(dist_grad_reduce *h);
 void dist_grad_reduce_begin(dist_grad_reduce *h, float *buf, size_t n, int scatter);
 void dist_grad_reduce_post(dist_grad_reduce *h, size_t lo, size_t hi);
-void dist_grad_reduce_progress(dist_grad_reduce *h);
+void dist_grad_reduce_progress(dist_grad_reduce *h, size_t send_bytes);
 void dist_grad_reduce_end(dist_grad_reduce *h);
 
 // ---- all-to-all --------------------------------------------------------------------

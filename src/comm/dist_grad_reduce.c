@@ -14,13 +14,17 @@
 // the phases of different buckets, posted at different moments on different ranks,
 // never match each other's messages.
 //
-// A bucket's sends leave when it is posted; its receives (P parts of my segment) wait,
-// in posting order, for room in a ring over the communicator's scratch (DIST_SCR_GRAD,
-// dist_grad_reduce_scratch_bytes), freed as the sums are taken. Posting never waits.
+// A bucket's sends leave at a progress call that allows them: the caller bounds the
+// bytes in flight, since a transfer shares its link (and, over TCP, its connection) with
+// the caller's own exchanges, which queue behind it. Its receives (P parts of my
+// segment) wait, in posting order, for room in a ring over the communicator's scratch
+// (DIST_SCR_GRAD, dist_grad_reduce_scratch_bytes), freed as the sums are taken.
+// Neither posting nor progress ever waits.
 #ifdef BG_HAVE_MPI
 #include "core/timer.h"
 #include "comm/dist_impl.h"
 
+#include <stdint.h>
 #include <string.h>
 
 enum {
@@ -37,6 +41,7 @@ typedef struct {
     int phase;       // 1: sums under way, 2: sums being shared, 0: done
     int ring;        // RING_*
     size_t ring_off; // my parts: P x my segment's length, from here in the ring
+    size_t send_bytes;  // what phase 1 sends
     int tag;         // phase p uses tag + p - 1
     MPI_Request *reqs;  // [2P]: receives from rank j at j, sends to rank j at P + j
     int *peers;         // [2P]
@@ -55,6 +60,8 @@ struct dist_grad_reduce {
     grad_bucket *b;
     int nb, cap, first_open;  // buckets of this reduction; the oldest not done
     int first_waiting;        // the oldest bucket whose receives may wait for room
+    int first_unsent;         // the oldest bucket whose sends wait (progress releases them)
+    int send_front;           // the oldest bucket whose sends may be in flight
     unsigned serial;          // buckets posted since the handle was made (for tags)
     double t_begin, exposed;
     int active;
@@ -81,6 +88,7 @@ void dist_grad_reduce_begin(dist_grad_reduce *h, float *buf, size_t n, int scatt
     h->n = n;
     h->scatter = scatter != 0;
     h->nb = h->first_open = h->first_waiting = h->ring_front = h->live = 0;
+    h->first_unsent = h->send_front = 0;
     h->head = 0;
     h->exposed = 0;
     h->active = 1;
@@ -216,17 +224,39 @@ static void start_receives(dist_grad_reduce *h, int blocking) {
     }
 }
 
+// Phase 1's sends of the posted buckets, in order, while less than `limit` bytes of
+// earlier ones are in flight (SIZE_MAX: all).
+static void release_sends(dist_grad_reduce *h, size_t limit) {
+    int P = h->c->size, me = h->c->rank;
+    size_t flight = 0;
+    for (int i = h->send_front; i < h->first_unsent && flight < limit; i++) {
+        grad_bucket *k = &h->b[i];
+        if (k->phase == 1 && !dist_test_reqs(P, k->reqs + P)) flight += k->send_bytes;
+        else if (i == h->send_front) h->send_front++;
+    }
+    while (h->first_unsent < h->nb && flight < limit) {
+        grad_bucket *k = &h->b[h->first_unsent++];
+        for (int s = 1; s < P; s++) {
+            int j = (me + s) % P;
+            size_t jlo, cnt = bucket_seg(h, k, j, &jlo);
+            bucket_xfer(h, k, 1, j, h->buf + jlo, cnt, k->tag);
+        }
+        flight += k->send_bytes;
+    }
+}
+
 // Sums what has arrived in the ring (testing only its holders, in order, at most a
 // bounded number: each test runs MPI's progress engine for every transfer in flight)
 // and posts the receives that find room. Sends and shared sums need nothing from us
 // until the end; one test at least, so a rank that receives nothing pushes its sends.
-static void advance(dist_grad_reduce *h) {
-    int tested = 0;
-    for (int i = h->ring_front; i < h->first_waiting && tested < 2 * DIST_GRAD_SLOTS; i++)
+static void advance(dist_grad_reduce *h, size_t send_bytes) {
+    int tested = 0, top = h->first_waiting < h->first_unsent ? h->first_waiting : h->first_unsent;
+    for (int i = h->ring_front; i < top && tested < 2 * DIST_GRAD_SLOTS; i++)
         if (h->b[i].ring == RING_HELD) bucket_step(h, i, 0, 1), tested++;
     start_receives(h, 0);
-    while (h->first_open < h->nb && !h->b[h->first_open].phase) h->first_open++;
-    if (!tested && h->first_open < h->nb && h->b[h->first_open].ring != RING_WAITING)
+    release_sends(h, send_bytes);
+    while (h->first_open < h->first_unsent && !h->b[h->first_open].phase) h->first_open++;
+    if (!tested && h->first_open < h->first_unsent && h->b[h->first_open].ring != RING_WAITING)
         bucket_step(h, h->first_open, 0, 0);
 }
 
@@ -246,7 +276,7 @@ static grad_bucket *bucket_new(dist_grad_reduce *h) {
     return k;
 }
 
-// A bucket's sends now (its values are final); its receives when the ring has room.
+// A bucket: its sends when progress releases them, its receives when the ring has room.
 static void bucket_post(dist_grad_reduce *h, size_t a, size_t b, int owner) {
     dist_comm *c = h->c;
     int P = c->size, me = c->rank;
@@ -256,10 +286,10 @@ static void bucket_post(dist_grad_reduce *h, size_t a, size_t b, int owner) {
     clear_reqs(c, k);
     size_t lo, mine = bucket_seg(h, k, me, &lo);
     k->ring = mine ? RING_WAITING : RING_NONE;
-    for (int s = 1; s < P; s++) {
-        int j = (me + s) % P;
-        size_t jlo, cnt = bucket_seg(h, k, j, &jlo);
-        bucket_xfer(h, k, 1, j, h->buf + jlo, cnt, k->tag);
+    k->send_bytes = 0;
+    for (int j = 0; j < P; j++) {
+        size_t jlo;
+        if (j != me) k->send_bytes += bucket_seg(h, k, j, &jlo) * sizeof(float);
     }
 }
 
@@ -286,16 +316,17 @@ void dist_grad_reduce_post(dist_grad_reduce *h, size_t lo, size_t hi) {
     h->exposed += bg_now() - t0;
 }
 
-void dist_grad_reduce_progress(dist_grad_reduce *h) {
+void dist_grad_reduce_progress(dist_grad_reduce *h, size_t send_bytes) {
     if (!h->active || h->first_open == h->nb) return;
     double t0 = bg_now();
-    advance(h);
+    advance(h, send_bytes);
     h->exposed += bg_now() - t0;
 }
 
 void dist_grad_reduce_end(dist_grad_reduce *h) {
     BG_ASSERT(h->active);
     double t0 = bg_now();
+    release_sends(h, SIZE_MAX);
     start_receives(h, 1);
     for (int i = h->first_open; i < h->nb; i++) bucket_step(h, i, 1, 0);
     double t1 = bg_now();

@@ -103,7 +103,10 @@ void dist_grad_reduce_post(dist_grad_reduce *h, size_t lo, size_t hi) {
     (void)h;
     BG_ASSERT(lo <= hi);
 }
-void dist_grad_reduce_progress(dist_grad_reduce *h) { (void)h; }
+void dist_grad_reduce_progress(dist_grad_reduce *h, size_t send_bytes) {
+    (void)h;
+    (void)send_bytes;
+}
 void dist_grad_reduce_end(dist_grad_reduce *h) { (void)h; }
 
 void dist_alltoall_i32(dist_comm *c, const int32_t *send, int32_t *recv, int n_per_rank) {

@@ -64,9 +64,15 @@ static void post_rows(grad_overlap *g, int which) {
     }
 }
 
+// Sends leave after an FFN block, whose MoE exchanges are then over, so they drain
+// during the attention block's compute instead of delaying the next exchange (over TCP
+// both share one connection): at most a socket's buffers' worth in flight (what moves
+// without an MPI call; scripts/cluster.sh sets 4 MiB each way).
+enum { GRAD_OVERLAP_WINDOW = 8 << 20 };
+
 static void on_block(void *ctx, int layer, int layer_done) {
     grad_overlap *g = ctx;
-    size_t D = g->m->table.dense_numel;
+    size_t D = g->m->table.dense_numel, window = layer_done ? 0 : GRAD_OVERLAP_WINDOW;
     if (!g->rows_posted) post_rows(g, 0), g->rows_posted = 1;
     if (layer_done) {
         size_t lo = g->dense_lo[layer];
@@ -77,8 +83,8 @@ static void on_block(void *ctx, int layer, int layer_done) {
             g->expert_posted = lo;
         }
     }
-    dist_grad_reduce_progress(g->dense);
-    if (g->experts) dist_grad_reduce_progress(g->experts);
+    dist_grad_reduce_progress(g->dense, window);
+    if (g->experts) dist_grad_reduce_progress(g->experts, window);
 }
 
 void grad_overlap_begin(grad_overlap *g, const int *inputs) {
