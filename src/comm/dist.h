@@ -103,6 +103,27 @@ void dist_comm_set_bucket_bytes(dist_comm *c, size_t bytes);
 void dist_reduce_scatter_sum_f32(dist_comm *c, float *buf, size_t n);
 void dist_allgather_f32(dist_comm *c, float *buf, size_t n);
 
+// The same sums overlapped with the computation that produces them (the backward):
+// dist_grad_reduce_begin names the buffer, dist_grad_reduce_post(lo, hi) says elements
+// [lo, hi) are final, dist_grad_reduce_progress (never waits) sums what arrived, sends
+// sums on and lets the posted ranges' sends leave in order while fewer than send_bytes
+// are in flight (0: none: the link is wanted for something else now),
+// dist_grad_reduce_end sends and waits for the rest (under the watchdog). scatter 0: every rank ends with every sum, as
+// dist_allreduce_sum_f32; 1: only its segment of the whole buffer, as
+// dist_reduce_scatter_sum_f32. Every element is the same rank-order sum, so the bits
+// equal the blocking calls'. Every rank posts the same ranges in the same order (each
+// element once); buf must stay untouched from its post until end, except by the caller
+// writing elements not yet posted. Other traffic may run on c meanwhile (the tags
+// differ). Scratch: dist_grad_reduce_scratch_bytes, held by c. traffic.seconds counts
+// the first post to the end, traffic.exposed the time spent inside these calls.
+typedef struct dist_grad_reduce dist_grad_reduce;
+dist_grad_reduce *dist_grad_reduce_new(dist_comm *c);
+void dist_grad_reduce_free(dist_grad_reduce *h);
+void dist_grad_reduce_begin(dist_grad_reduce *h, float *buf, size_t n, int scatter);
+void dist_grad_reduce_post(dist_grad_reduce *h, size_t lo, size_t hi);
+void dist_grad_reduce_progress(dist_grad_reduce *h, size_t send_bytes);
+void dist_grad_reduce_end(dist_grad_reduce *h);
+
 // ---- all-to-all --------------------------------------------------------------------
 // n_per_rank ints to every rank: send[j*n .. j*n+n) goes to rank j, recv[i*n ..) came
 // from rank i. With n_per_rank = 1 this is the token-count exchange (MPI_Alltoall).
@@ -164,6 +185,8 @@ const char *dist_a2a_name(enum dist_a2a_algo algo);
 size_t dist_allreduce_scratch_bytes(int P, size_t n, size_t elem_bytes, size_t bucket_bytes);
 // The reduce-scatter's parts (f32) of a buffer of n elements; 0 when nothing moves.
 size_t dist_reduce_scatter_scratch_bytes(int P, size_t n, size_t bucket_bytes);
+// The overlapped gradient reduction's receive slots for a buffer of n floats (either mode).
+size_t dist_grad_reduce_scratch_bytes(int P, size_t n, size_t bucket_bytes);
 // A bound on a hierarchical or 2d all-to-all's scratch (a node leader's, the largest),
 // for exchanges in which a rank sends and receives at most `rows` rows of row_bytes;
 // m ranks per node on `nodes` nodes of the communicator (fewer than 2: flat, none).

@@ -120,6 +120,17 @@ size_t dist_reduce_scatter_scratch_bytes(int P, size_t n, size_t bucket_bytes) {
     return (size_t)P * dist_shard_piece_elems(P, n, bucket_bytes) * sizeof(float);
 }
 
+size_t dist_grad_piece_elems(int P, size_t n, size_t bucket_bytes) {
+    size_t q = dist_shard_piece_elems(P, n, bucket_bytes);
+    return (q + DIST_GRAD_SLOTS - 1) / DIST_GRAD_SLOTS;
+}
+
+size_t dist_grad_reduce_scratch_bytes(int P, size_t n, size_t bucket_bytes) {
+    if (P <= 1 || n == 0) return 0;
+    return (size_t)DIST_GRAD_SLOTS * (size_t)P * dist_grad_piece_elems(P, n, bucket_bytes) *
+           sizeof(float);
+}
+
 size_t dist_a2a_scratch_bound(enum dist_a2a_algo algo, int m, int nodes, size_t rows, size_t row_bytes) {
     if (nodes < 2 || algo == DIST_A2A_FLAT) return 0;
     // hierarchical: pack and receive (rows each), and the leader's gather, send by

@@ -24,6 +24,7 @@ enum {
     DIST_SCR_2D_P1RECV,    // 2d: rows from my node for my index on every node, by source
     DIST_SCR_2D_P2SEND,    // 2d: the same rows ordered by destination node
     DIST_SCR_2D_P2RECV,    // 2d: rows from my index on other nodes, before unpacking
+    DIST_SCR_GRAD,         // the overlapped gradient reduction's receive slots
     DIST_SCR_COUNT
 };
 
@@ -63,6 +64,11 @@ void *dist_scratch(dist_comm *c, int slot, size_t bytes);
 // allocating code and the scratch size functions of dist.h share them.
 size_t dist_bucket_elems(size_t bucket_bytes, size_t elem_bytes);
 size_t dist_shard_piece_elems(int P, size_t n, size_t bucket_bytes);
+// The overlapped gradient reduction (dist_grad_reduce.c) receives into DIST_GRAD_SLOTS
+// slots of P pieces: a reduce-scatter piece cut in DIST_GRAD_SLOTS, so its scratch is
+// about the reduce-scatter's while that many buckets can be in flight.
+enum { DIST_GRAD_SLOTS = 8 };
+size_t dist_grad_piece_elems(int P, size_t n, size_t bucket_bytes);
 
 // A world of one rank with no MPI behind it, and its row exchange (a copy).
 dist_comm *dist_local_comm(void);

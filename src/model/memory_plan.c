@@ -44,11 +44,14 @@ static size_t comm_scratch_bytes(const model_config *c, const memory_plan_input 
     const size_t bucket = DIST_BUCKET_BYTES_DEFAULT;
     size_t experts = numel - dense, n = 0;
     int edp = P / EP;
-    n += in->zero ? dist_reduce_scatter_scratch_bytes(P, dense, bucket)
-                  : dist_allreduce_scratch_bytes(P, dense, sizeof(float), bucket);
+    // Overlapped with the backward, either mode receives in dist_grad_reduce's slots.
+    n += in->grad_overlap ? dist_grad_reduce_scratch_bytes(P, dense, bucket)
+         : in->zero      ? dist_reduce_scatter_scratch_bytes(P, dense, bucket)
+                         : dist_allreduce_scratch_bytes(P, dense, sizeof(float), bucket);
     if (edp > 1)
-        n += in->zero ? dist_reduce_scatter_scratch_bytes(edp, experts, bucket)
-                      : dist_allreduce_scratch_bytes(edp, experts, sizeof(float), bucket);
+        n += in->grad_overlap ? dist_grad_reduce_scratch_bytes(edp, experts, bucket)
+             : in->zero      ? dist_reduce_scatter_scratch_bytes(edp, experts, bucket)
+                             : dist_allreduce_scratch_bytes(edp, experts, sizeof(float), bucket);
     if (EP > 1 && c->num_local_experts > 0) {
         // EP groups are consecutive ranks: min(EP, R) of a group share a node.
         int R = in->ranks_per_node > 0 && in->ranks_per_node < P ? in->ranks_per_node : P;

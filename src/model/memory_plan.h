@@ -21,6 +21,7 @@ typedef struct {
     int a2a_chunks;             // 1: one exchange per trip
     long max_expert_rows;       // dropless expert parallelism's limit (0: 8x the share)
     int zero;                   // ZeRO-1: AdamW state sharded (zero_shard_make)
+    int grad_overlap;           // the gradient reduction overlaps the backward (its scratch)
     size_t snapshot_bytes;      // asynchronous saves' snapshot buffer (0: none)
     int a2a_algo;               // enum dist_a2a_algo of the MoE exchange (0: flat)
     int ranks_per_node;         // of the world's layout (0: all on one node)

@@ -332,8 +332,10 @@ void model_backward(model *m) {
         moe_router_ctx rc = layer_router_ctx(m, l, N);
         if (a->recompute) recompute_ffn(m, la, lp, &ms_forward, &rc);
         block_ffn_backward(m->kernels, a, gp, la, lp, c, &ms, &rc);
+        if (m->backward_hook) m->backward_hook(m->backward_hook_ctx, l, 0);
         if (a->recompute) recompute_attention(m, la, lp, &core, l);
         block_attention_backward(m->kernels, a, gp, la, lp, c, &core, l);
+        if (m->backward_hook) m->backward_hook(m->backward_hook_ctx, l, 1);
     }
     embedding_backward(m->g.wte, m->g.wpe, a->d_resid, a->inputs, N, T, C);
 }

@@ -97,6 +97,12 @@ typedef struct {
     double z_loss;              // mean over MoE layers of the unscaled z-loss
     double router_objective;    // Σ_layers (aux_coef·aux + z_coef·z)
     double objective;           // loss + router_objective: what backward differentiates
+    // Called by model_backward after each block's backward (NULL: none): layer_done 0
+    // after the FFN block, 1 after the attention block, when layer `layer`'s gradients
+    // (dense and experts) and those of every layer above it, the final norm's and the
+    // LM head's are final. The trainer starts the gradient reduction there.
+    void (*backward_hook)(void *ctx, int layer, int layer_done);
+    void *backward_hook_ctx;
 } model;
 
 // Allocates the parameter and gradient blocks and initializes parameters from seed.

@@ -160,10 +160,10 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
             fprintf(s->log,
                     ",\"ranks\":%d,\"a2a_bytes_intra\":%.0f,\"a2a_bytes_inter\":%.0f,"
                     "\"a2a_msgs_inter\":%.0f,\"a2a_s\":%.4f,\"a2a_exposed_s\":%.4f,"
-                    "\"allreduce_bytes\":%.0f,\"allreduce_s\":%.4f",
+                    "\"allreduce_bytes\":%.0f,\"allreduce_s\":%.4f,\"allreduce_exposed_s\":%.4f",
                     m->ranks, m->a2a_bytes_intra, m->a2a_bytes_inter, m->a2a_msgs_inter,
                     m->a2a_seconds, m->a2a_exposed_seconds, m->allreduce_bytes,
-                    m->allreduce_seconds);
+                    m->allreduce_seconds, m->allreduce_exposed_seconds);
         if (m->ranks > 1 && m->a2a_skew_seconds > 0)
             fprintf(s->log, ",\"a2a_skew_s\":%.4f", m->a2a_skew_seconds);
         if (m->extra_json) fprintf(s->log, ",%s", m->extra_json);

@@ -18,6 +18,7 @@ typedef struct {
     double a2a_exposed_seconds; // of a2a_seconds, the time computation waited
     double a2a_skew_seconds;    // --a2a-skew-probe: barrier time before the exchanges
     double allreduce_bytes, allreduce_seconds;
+    double allreduce_exposed_seconds;  // of allreduce_seconds, the time the step waited
     int fp16;                   // dynamic loss scaling: the two fields below are logged
     double loss_scale;          // the scale this step ran at
     int skipped;                // its gradients overflowed: no update

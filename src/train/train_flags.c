@@ -46,6 +46,7 @@ void train_flags_init(train_flags *f) {
         {"link-latency-us", ARG_FLOAT, &f->link_lat, 0, "--a2a auto: inter-node latency per message in us (default: measured)"},
         {"a2a-skew-probe", ARG_SWITCH, &o->a2a_skew_probe, 0, "measuring: a timed barrier before every all-to-all, logged apart as a2a_skew_s (waiting for the slowest rank)"},
         {"comm-timeout", ARG_FLOAT, &f->comm_timeout, 0, "seconds without progress in a collective before a rank names its peer and exits (default 0: off)"},
+        {"grad-overlap", ARG_INT, &o->grad_overlap, 0, "1: the gradient reduction overlaps the backward, layer by layer; 0: it follows the backward (default 0)"},
         {"zero", ARG_STR, &f->zero, 0, "ZeRO-1: 1 shards the AdamW state over the ranks, 0 replicates it (default 1 under mpirun)"},
         {"max-expert-rows", ARG_LONG, &o->max_expert_rows, 0, "dropless MoE: stop when a rank would receive more expert rows in a step (default 8x batch-size x seq-len x k)"},
         {"dtype", ARG_STR, &f->dtype, 0, "GEMM precision: fp32, bf16 or fp16 (loss-scaled); default fp32"},
@@ -77,6 +78,8 @@ int train_flags_finish(train_flags *f) {
     if (f->overlap != 0 && f->overlap != 1)
         return bg_error("train: --a2a-overlap must be 0 or 1, got %d", f->overlap);
     o->a2a_sync = !f->overlap;
+    if (o->grad_overlap != 0 && o->grad_overlap != 1)
+        return bg_error("train: --grad-overlap must be 0 or 1, got %d", o->grad_overlap);
     o->link_gbit = f->link_gbit;
     o->link_latency_us = f->link_lat;
     o->comm_timeout = f->comm_timeout;

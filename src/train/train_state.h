@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "model/model.h"
 #include "train/adamw.h"
+#include "train/grad_overlap.h"
 #include "model/zero_shard.h"
 #include "train/spike.h"
 #include "train/test_hooks.h"
@@ -47,6 +48,8 @@ typedef struct {
     double link_latency_us;     // auto: its per-message latency in us (< 0: measure)
     double comm_timeout;        // the watchdog's seconds (0: off; dist_set_timeout)
     int a2a_skew_probe;         // 1: barrier before each all-to-all (dist_set_skew_probe)
+    int grad_overlap;           // 1: the gradient reduction overlaps the backward
+                                // (train/grad_overlap.h); 0: it follows it
     int zero;                   // ZeRO-1, optimizer state sharded: 1 on, 0 off, -1 on when
                                 // P > 1 (one process holds everything either way)
     long max_expert_rows;       // dropless expert parallelism: rows a rank may receive
@@ -113,6 +116,8 @@ typedef struct {
     spike_state spike;          // the detector's window (when spike_rewind > 0); in trainer.json
     long rewinds;               // rewinds in this process
     train_hooks hooks;          // test-only fault injection (train/test_hooks.h)
+    int grad_overlap_on;        // the reduction overlaps the backward (P > 1, --grad-overlap 1)
+    grad_overlap gov;
 } trainer;
 
 // The smallest loss scale: below 1 it would shrink gradients into fp16's underflow.

@@ -273,6 +273,10 @@ int trainer_init(trainer *tr, const train_options *o) {
     tr->inputs = bg_malloc(sizeof(int) * B * T);
     tr->targets = bg_malloc(sizeof(int) * B * T);
     train_hooks_read(&tr->hooks);
+    // Off while a test injects NaN gradients: they are written after the backward,
+    // when the overlapped reduction has already sent the element.
+    tr->grad_overlap_on = tr->world > 1 && o->grad_overlap == 1 && tr->hooks.nan_lo <= 0;
+    if (tr->grad_overlap_on) grad_overlap_init(&tr->gov, &tr->m, tr->zero.on);
     rc = o->resume ? trainer_resume(tr) : BG_OK;
     if (agree(tr, rc) != BG_OK) {
         int report = tr->report_error;
@@ -352,9 +356,11 @@ int trainer_compute_grads(trainer *tr, double *loss) {
     if (model_forward(m, tr->inputs, tr->targets) != BG_OK) return BG_ERR;
     grad_sync_loss(m);
     model_zero_grad(m);
+    if (tr->grad_overlap_on) grad_overlap_begin(&tr->gov, tr->inputs);  // sums start during the backward
     model_backward(m);
     inject_faults(tr, tr->samples - G, G);
-    if (tr->zero.on) grad_sync_reduce_scatter(m);  // each rank sums only the slices it owns
+    if (tr->grad_overlap_on) grad_overlap_end(&tr->gov);
+    else if (tr->zero.on) grad_sync_reduce_scatter(m);  // each rank sums only the slices it owns
     else grad_sync_grads(m);
     *loss = m->loss;
     return BG_OK;
@@ -448,6 +454,7 @@ int trainer_evaluate(trainer *tr, double *loss) {
 }
 
 void trainer_free(trainer *tr) {
+    if (tr->grad_overlap_on) grad_overlap_free(&tr->gov);
     if (tr->has_layout) dist_layout_free(&tr->layout);
     free(tr->inputs);
     free(tr->targets);
@@ -530,6 +537,7 @@ static void step_traffic(trainer *tr, step_metrics *sm) {
     sm->a2a_exposed_seconds = a2a.exposed;
     sm->a2a_skew_seconds = a2a.skew;
     sm->allreduce_seconds = ar_world.seconds + ar_edp.seconds;
+    sm->allreduce_exposed_seconds = ar_world.exposed + ar_edp.exposed;
     sm->allreduce_bytes = (double)(ar_world.bytes_sent_intra + ar_world.bytes_sent_inter +
                                    ar_edp.bytes_sent_intra + ar_edp.bytes_sent_inter);
     dist_layout_traffic_reset(&tr->layout);
@@ -546,6 +554,7 @@ void trainer_memory_report(const trainer *tr, memory_report *r) {
         .world_size = tr->world, .world_rank = tr->rank, .ep = tr->world > 1 ? tr->layout.ep : 1,
         .a2a_chunks = tr->par.a2a_chunks, .max_expert_rows = o->max_expert_rows,
         .zero = tr->zero.on,
+        .grad_overlap = tr->grad_overlap_on,
         .snapshot_bytes = o->save_dir && o->save_async ? ckpt_snapshot_bytes(tr) : 0,
         .a2a_algo = tr->par.a2a_algo,
         .ranks_per_node = tr->world > 1 ? (tr->world + tr->layout.n_nodes - 1) / tr->layout.n_nodes : 0,

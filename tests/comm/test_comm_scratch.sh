@@ -2,7 +2,8 @@
 # The memory report's communicators' scratch (model/memory_plan.c, comm/dist.h's size
 # functions) against what the run's communicators hold after it (the step lines'
 # comm_scratch_hwm, rank 0): equal for the gradient reductions (all-reduce at --zero 0,
-# reduce-scatter at --zero 1, on the world and the expert-data-parallel group) up to
+# reduce-scatter at --zero 1, on the world and the expert-data-parallel group; with
+# --grad-overlap 1 the overlapped reduction's receive slots instead) up to
 # the scalar statistics' all-reduces (SCALARS bytes); never above the report with a
 # hierarchical or 2d exchange, whose scratch the report bounds. Why it can fail: a size
 # function that drifts from the allocation, a communicator the report forgets.
@@ -21,7 +22,8 @@ SCALARS=16384
 "$BIN" synth --vocab 64 --tokens 20000 --out "$D/t.bin" >/dev/null
 CFG=$(cd "$(dirname "$0")/../../configs" && pwd)/tiny_moe.json
 for run in "2 exact --expert-parallel 2 --zero 0" "2 exact --expert-parallel 2 --zero 1" \
-           "4 exact --expert-parallel 2 --zero 1" "4 bound --expert-parallel 4 --zero 0 --ranks-per-node 2 --a2a hierarchical" \
+           "4 exact --expert-parallel 2 --zero 1" "2 exact --expert-parallel 2 --zero 0 --grad-overlap 1" \
+           "4 exact --expert-parallel 2 --zero 1 --grad-overlap 1" "4 bound --expert-parallel 4 --zero 0 --ranks-per-node 2 --a2a hierarchical" \
            "4 bound --expert-parallel 4 --zero 1 --ranks-per-node 2 --a2a 2d"; do
   set -- $run; np=$1; kind=$2; shift 2
   name="P=$np $*"

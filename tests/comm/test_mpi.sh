@@ -27,6 +27,7 @@ for np in 1 2 3 4; do
   run $np comm_test_alltoall --ranks-per-node 1   # every rank its own node
   run $np comm_test_allreduce --ranks-per-node 2
   run $np comm_test_reduce_scatter --ranks-per-node 2
+  run $np comm_test_grad_reduce --ranks-per-node 2
   run $np comm_test_dispatcher --ranks-per-node 2
   [ $np != 3 ] && run $np comm_test_capacity_layout
   run $np comm_test_swipe
