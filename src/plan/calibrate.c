@@ -171,6 +171,23 @@ int plan_calibrate_shapes(plan_gemm_shape *v, const model_config *c, int B, int 
     return kept;
 }
 
+// Bytes/s of a copy plus scale over 2 x 64 MiB (read + write counted) on n threads.
+static double triad_bw(int n) {
+    size_t len = (size_t)16 << 20;
+    float *x = bg_aligned_alloc(len * 4), *y = bg_aligned_alloc(len * 4);
+    memset(x, 0, len * 4), memset(y, 0, len * 4);
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double t0 = bg_now();
+        #pragma omp parallel for num_threads(n) schedule(static)
+        for (size_t i = 0; i < len; i++) y[i] = 1.0001f * x[i] + y[i];
+        double dt = bg_now() - t0;
+        if (dt < best) best = dt;
+    }
+    free(x), free(y);
+    return 3.0 * len * 4 / best;
+}
+
 int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T, int threads,
                            double seconds) {
     bg_threads_set(threads);
@@ -197,20 +214,11 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
                                                           0.1 * seconds / 3);  // 5 samples
     }
     free(fl);
-    // Memory bandwidth: a copy plus scale over 2 x 64 MiB (read + write counted).
-    size_t len = (size_t)16 << 20;
-    float *x = bg_aligned_alloc(len * 4), *y = bg_aligned_alloc(len * 4);
-    memset(x, 0, len * 4), memset(y, 0, len * 4);
-    double best = 1e30;
-    for (int r = 0; r < 5; r++) {
-        double t0 = bg_now();
-        #pragma omp parallel for num_threads(threads) schedule(static)
-        for (size_t i = 0; i < len; i++) y[i] = 1.0001f * x[i] + y[i];
-        double dt = bg_now() - t0;
-        if (dt < best) best = dt;
-    }
-    free(x), free(y);
-    cl->mem_bw = 3.0 * len * 4 / best;
+    // A rank's memory bandwidth, and the node's with every core streaming (the ranks of
+    // a node share it: one core's stream does not reach it cores times).
+    cl->mem_bw = triad_bw(threads);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cl->node_mem_bw = cores > threads ? triad_bw((int)cores) : cl->mem_bw;
     cl->cores_per_rank = threads;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     cl->mem_per_node = pages > 0 && page > 0 ? (double)pages * page : 1e9;

@@ -87,7 +87,8 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
         return bg_error("%d ranks at %d per node need %d nodes; %s has %d", l->P, R, (l->P + R - 1) / R,
                         cl->name, cl->nodes);
     // The node's cores and memory bandwidth are shared by its ranks: rates per rank
-    // scale with the cores a rank gets (cluster files state them per rank).
+    // scale with the cores a rank gets (cluster files state them per rank); the memory
+    // bandwidth also stops at the node's, which one core's stream does not reach R times.
     plan_cluster scaled = *cl;
     double share = (double)cl->ranks_per_node / R;
     if (share != 1) {
@@ -98,6 +99,7 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
         }
         scaled.mem_bw *= share;
     }
+    if (cl->node_mem_bw > 0 && scaled.mem_bw > cl->node_mem_bw / R) scaled.mem_bw = cl->node_mem_bw / R;
     r->zero = dp > 1 && l->zero != 0;
     plan_memory(&r->mem, c, l, ep, r->zero, R);
     memory_report *m = &r->mem;

@@ -69,6 +69,22 @@ s4=$(plan --config "$D/dense.json" --ranks 4 --batch-size 1 --seq-len 64 | field
 s2f=$("$BIN" plan --cluster "$D/fast_memory_bandwidth.json" --json --config "$D/dense.json" --ranks 2 --batch-size 1 --seq-len 64 | field grad_sum_s)
 if awk -v a="$s1" -v b="$s2" -v c="$s4" -v d="$s2f" 'BEGIN { exit !(a == 0 && b > 0 && c / b > 1.0999 && c / b < 1.1001 && b / d > 1.9999 && b / d < 2.0001) }'
 then ok; else bad "gradient summation: P=1 $s1, P=2 $s2, P=4 $s4 s, P=2 at twice the bandwidth $s2f s"; fi
+# The node's memory bandwidth caps what a rank given more cores gets: box.json's ranks
+# have 2e10 B/s each, one rank alone on a node would get 4e10; a node of 3e10 holds it
+# to 3e10 (optimizer time x 4/3), a node of 5e10 does not (no change), and two ranks on
+# a node of 3e10 get 1.5e10 each (x 4/3 against 2e10).
+python3 - "$HERE/box.json" "$D" <<'PY'
+import json, sys
+for bw in (3e10, 5e10):
+    c = json.load(open(sys.argv[1])); c["node_memory_bandwidth"] = bw
+    json.dump(c, open(f"{sys.argv[2]}/node_bw_{bw:.0e}.json", "w"))
+PY
+opt() { "$BIN" plan --cluster "$1" --json --config "$CFG/m2.json" --ranks "$2" --ranks-per-node "$2" --batch-size 1 --seq-len 64 | field optimizer_s; }
+o1=$(opt "$HERE/box.json" 1); o1c=$(opt "$D/node_bw_3e+10.json" 1); o1n=$(opt "$D/node_bw_5e+10.json" 1)
+o2=$(opt "$HERE/box.json" 2); o2c=$(opt "$D/node_bw_3e+10.json" 2)
+if awk -v a="$o1" -v b="$o1c" -v c="$o1n" -v d="$o2" -v e="$o2c" 'BEGIN { r = 4 / 3
+    exit !(b / a > r - 1e-4 && b / a < r + 1e-4 && c == a && e / d > r - 1e-4 && e / d < r + 1e-4) }'
+then ok; else bad "node memory bandwidth: optimizer P=1 $o1 / capped $o1c / uncapped $o1n s, P=2 $o2 / capped $o2c s"; fi
 a=$(plan --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 | field activations)
 b=$(plan --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 --recompute block | field activations)
 [ "$b" -lt "$a" ] && ok || bad "recompute block activations $b not below none's $a"
