@@ -204,7 +204,8 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
         for (int i = 0; i < n; i++) {
             plan_gemm_curve *g = &cl->gemm[pd[d]][plan_gemm_class_of(v[i].M, v[i].K, v[i].N)];
             double r = time_gemm(kc, &v[i], fl, 0.8 * seconds / (3.0 * 5 * n));
-            g->flops[g->n] = v[i].flops, g->rate[g->n++] = r;
+            g->flops[g->n] = v[i].flops, g->ai[g->n] = plan_gemm_ai(v[i].M, v[i].K, v[i].N);
+            g->rate[g->n++] = r;
             if (r > peak) peak = r;
         }
         cl->peak[pd[d]] = peak;

@@ -12,8 +12,10 @@
 static const char *dtype_names[PLAN_NDTYPES] = {"fp32", "bf16", "fp16", "fp8"};
 static const char *class_names[PLAN_GEMM_CLASSES] = {"skinny", "medium", "square"};
 
+double plan_gemm_ai(double M, double K, double N) { return M * K * N / (2 * (M * K + K * N + M * N)); }
+
 plan_gemm_class plan_gemm_class_of(double M, double K, double N) {
-    double ai = M * K * N / (2 * (M * K + K * N + M * N));
+    double ai = plan_gemm_ai(M, K, N);
     return ai < 20 ? PLAN_GEMM_SKINNY : ai < 60 ? PLAN_GEMM_MEDIUM : PLAN_GEMM_SQUARE;
 }
 
@@ -82,13 +84,17 @@ static int parse_curve(plan_gemm_curve *g, const cJSON *arr, const char *dt, con
         return bg_error("%s: \"gemm.%s\" must be a list of 1..%d [flops, rate] pairs", origin, dt, PLAN_GEMM_POINTS);
     g->n = 0;
     for (const cJSON *p = arr->child; p; p = p->next) {
-        const cJSON *f = cJSON_GetArrayItem(p, 0), *r = cJSON_GetArrayItem(p, 1);
-        if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 2 || !cJSON_IsNumber(f) || !cJSON_IsNumber(r) ||
-            !(f->valuedouble > 0) || !(r->valuedouble > 0) || !isfinite(f->valuedouble) || !isfinite(r->valuedouble))
-            return bg_error("%s: \"gemm.%s\" point %d must be [flops > 0, rate > 0]", origin, dt, g->n);
+        const cJSON *f = cJSON_GetArrayItem(p, 0), *r = cJSON_GetArrayItem(p, 1), *a = cJSON_GetArrayItem(p, 2);
+        int size = cJSON_IsArray(p) ? cJSON_GetArraySize(p) : 0;
+        if ((size != 2 && size != 3) || !cJSON_IsNumber(f) || !cJSON_IsNumber(r) ||
+            !(f->valuedouble > 0) || !(r->valuedouble > 0) || !isfinite(f->valuedouble) || !isfinite(r->valuedouble) ||
+            (size == 3 && (!cJSON_IsNumber(a) || !(a->valuedouble > 0) || !isfinite(a->valuedouble))))
+            return bg_error("%s: \"gemm.%s\" point %d must be [flops > 0, rate > 0] or [flops, rate, intensity > 0]",
+                            origin, dt, g->n);
         if (g->n && f->valuedouble <= g->flops[g->n - 1])
             return bg_error("%s: \"gemm.%s\" points must have increasing flops", origin, dt);
         g->flops[g->n] = f->valuedouble;
+        g->ai[g->n] = size == 3 ? a->valuedouble : 0;
         g->rate[g->n++] = r->valuedouble;
     }
     return BG_OK;
@@ -252,6 +258,7 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
                 cJSON *p = cJSON_CreateArray();
                 cJSON_AddItemToArray(p, exact_number(g->flops[i]));
                 cJSON_AddItemToArray(p, exact_number(g->rate[i]));
+                if (g->ai[i] > 0) cJSON_AddItemToArray(p, exact_number(g->ai[i]));
                 cJSON_AddItemToArray(arr, p);
             }
         }
@@ -280,6 +287,25 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
     return s;
 }
 
+static double curve_at(const plan_gemm_curve *g, double flops) {
+    if (flops <= g->flops[0]) return g->rate[0];
+    if (flops >= g->flops[g->n - 1]) return g->rate[g->n - 1];
+    int i = 1;
+    while (g->flops[i] < flops) i++;
+    double u = (log(flops) - log(g->flops[i - 1])) / (log(g->flops[i]) - log(g->flops[i - 1]));
+    return g->rate[i - 1] + u * (g->rate[i] - g->rate[i - 1]);
+}
+
+// A curve's typical intensity: the geometric mean of its points' (0: not known).
+static double curve_ai(const plan_gemm_curve *g) {
+    double s = 0;
+    for (int i = 0; i < g->n; i++) {
+        if (!(g->ai[i] > 0)) return 0;
+        s += log(g->ai[i]);
+    }
+    return g->n ? exp(s / g->n) : 0;
+}
+
 double plan_gemm_rate(const plan_cluster *c, plan_dtype d, double M, double K, double N) {
     // The shape's class, else the nearest class with a curve.
     int cls = plan_gemm_class_of(M, K, N);
@@ -290,11 +316,20 @@ double plan_gemm_rate(const plan_cluster *c, plan_dtype d, double M, double K, d
             if (k >= 0 && k < PLAN_GEMM_CLASSES && c->gemm[d][k].n) g = &c->gemm[d][k];
         }
     if (!g) return c->peak[d] * c->gemm_efficiency;
-    double flops = 2 * M * K * N;
-    if (flops <= g->flops[0]) return g->rate[0];
-    if (flops >= g->flops[g->n - 1]) return g->rate[g->n - 1];
-    int i = 1;
-    while (g->flops[i] < flops) i++;
-    double u = (log(flops) - log(g->flops[i - 1])) / (log(g->flops[i]) - log(g->flops[i - 1]));
-    return g->rate[i - 1] + u * (g->rate[i] - g->rate[i - 1]);
+    double flops = 2 * M * K * N, rate = curve_at(g, flops);
+    // Where the curves know their intensities, a shape between the class's typical one
+    // and the next class's takes a rate between theirs (log-linear in intensity): near a
+    // boundary the two classes' rates differ by up to 2x (a 32-row GEMM is not a 16-row one).
+    double ai = plan_gemm_ai(M, K, N), a0 = g == &c->gemm[d][cls] ? curve_ai(g) : 0;
+    if (a0 > 0 && ai != a0) {
+        int nb = ai < a0 ? cls - 1 : cls + 1;
+        const plan_gemm_curve *h = nb >= 0 && nb < PLAN_GEMM_CLASSES && c->gemm[d][nb].n ? &c->gemm[d][nb] : NULL;
+        double a1 = h ? curve_ai(h) : 0;
+        if (a1 > 0 && (a1 - a0) * (ai - a0) > 0) {
+            double u = log(ai / a0) / log(a1 / a0);
+            if (u > 1) u = 1;
+            rate += u * (curve_at(h, flops) - rate);
+        }
+    }
+    return rate;
 }
