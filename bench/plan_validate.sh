@@ -6,17 +6,20 @@
 # experts of width 128 top-4, switch gate top-1, SWIPE, capacity 1.0, bf16) at P = 1,
 # 2, 4 ranks on one box (P > 1: 1 thread per rank under mpirun, oversubscribed beyond
 # the cores; the planner gives each rank its share of the node).
-# Measured step: median over the steps after 2 warm-up steps of one run; peak RSS:
-# rank 0's peak_rss_mib. Predicted RSS = the memory report's total + the process's
+# Measured step: the median over REPS runs (default 3), alternated: every row and rank
+# count once, then again, so a drift of the shared machine spreads over all rows; a
+# run's step is the median of its steps after 2 warm-up steps. Peak RSS: rank 0's
+# peak_rss_mib, the median over the runs. Predicted RSS = the memory report's total + the process's
 # base (libraries, MPI, thread stacks), taken once from tiny_moe at P=1 (one process)
 # and P=2 (MPI) — those two rows are marked "base" and carry no memory error.
-# Usage: bench/plan_validate.sh [build-dir] [steps]   env: RANKS="1 2 4" CONFIGS="..."
+# Usage: bench/plan_validate.sh [build-dir] [steps]   env: RANKS="1 2 4" REPS=3 ROWS="..."
 set -euo pipefail
 BUILD=${1:-build}
 STEPS=${2:-6}
 BIN=$(cd "$BUILD" && pwd)/bagualu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RANKS=${RANKS:-1 2 4}
+REPS=${REPS:-3}
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 MPIRUN=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 mpirun --oversubscribe)
@@ -44,6 +47,7 @@ echo "calibration: $(tail -1 "$D/cal.err" | sed 's/^plan: //') in $(( $(date +%s
 median() { grep -o "\"step_s\":[0-9.e+-]*" "$1" | cut -d: -f2 | tail -n +3 | sort -g |
            awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 : >"$D/rows"
+for rep in $(seq 1 "$REPS"); do
 for row in $ROWS; do
   IFS=: read -r name seq B extra <<<"$row"
   cfg=${name%_bf16}
@@ -58,16 +62,22 @@ for row in $ROWS; do
     [ -s "$D/log.jsonl" ] || { echo "$name P=$P: train failed"; continue; }
     meas=$(median "$D/log.jsonl")
     rss=$(tail -1 "$D/log.jsonl" | grep -o '"peak_rss_mib":[0-9.]*' | cut -d: -f2)
-    pred=$("$BIN" plan "${args[@]}" --cluster "$D/this.json" --ranks "$P" --json)
-    echo "$name $P $meas $rss $pred" >>"$D/rows"
+    [ -f "$D/pred-$name-$P.json" ] || "$BIN" plan "${args[@]}" --cluster "$D/this.json" --ranks "$P" --json >"$D/pred-$name-$P.json"
+    echo "$name $P $meas $rss $D/pred-$name-$P.json" >>"$D/rows"
   done
+done
 done
 python3 - "$D/rows" <<'PY'
 import json, sys
-rows = []
+runs = {}  # (name, P) -> [steps of its runs], [RSS of its runs], the prediction
 for line in open(sys.argv[1]):
-    name, P, meas, rss, pred = line.split(" ", 4)
-    rows.append((name, int(P), float(meas), float(rss), json.loads(pred)))
+    name, P, meas, rss, pred = line.split()
+    r = runs.setdefault((name, int(P)), [[], [], json.load(open(pred))])
+    r[0].append(float(meas)), r[1].append(float(rss))
+med = lambda v: sorted(v)[len(v) // 2] if len(v) % 2 else sum(sorted(v)[len(v) // 2 - 1:len(v) // 2 + 1]) / 2
+rows = [(name, P, med(m), med(r), p) for (name, P), (m, r, p) in runs.items()]
+n_runs = min(len(m) for m, _, _ in runs.values())
+print(f"measured: the median of {n_runs} alternated runs per row")
 MiB = 1024 * 1024
 base = {}
 for name, P, meas, rss, p in rows:
