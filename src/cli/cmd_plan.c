@@ -151,9 +151,10 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
         return 1;
     }
     free(json);
-    fprintf(stderr, "plan: wrote %s (fp32 peak %.3g, bf16 peak %.3g GFLOP/s, memory %.3g GB/s, "
+    fprintf(stderr, "plan: wrote %s (fp32 peak %.3g, bf16 peak %.3g GFLOP/s, memory %.3g GB/s (node %.3g), "
                     "links %.3g GB/s, %.3g us; inter-node %.3g GB/s, %.3g us, gap %.3g us, sync %.3g us)\n", out,
-            cl.peak[PLAN_FP32] / 1e9, cl.peak[PLAN_BF16] / 1e9, cl.mem_bw / 1e9, bw / 1e9, lat * 1e6,
+            cl.peak[PLAN_FP32] / 1e9, cl.peak[PLAN_BF16] / 1e9, cl.mem_bw / 1e9, cl.node_mem_bw / 1e9,
+            bw / 1e9, lat * 1e6,
             cl.inter_bw / 1e9, cl.inter_lat * 1e6, cl.inter_gap * 1e6, cl.inter_sync * 1e6);
     return 0;
 }
