@@ -73,6 +73,18 @@ def n_sets_for(set_bytes):
     return max(3, min(n, 256))
 
 
+def elapsed(fn, it):
+    """Seconds per call of fn(i), i = 0..it-1, between two CUDA events."""
+    e0 = torch.cuda.Event(enable_timing=True)
+    e1 = torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for i in range(it):
+        fn(i)
+    e1.record()
+    e1.synchronize()
+    return e0.elapsed_time(e1) / 1e3 / it
+
+
 def timed_graph(run_k, k, reps=REPS):
     """Capture run_k(k) (k triples) in a CUDA graph; median seconds per triple."""
     run_k(k)  # eager warm-up: cuBLAS handles, heuristics, workspaces
@@ -82,15 +94,7 @@ def timed_graph(run_k, k, reps=REPS):
         run_k(k)
     g.replay()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        e0 = torch.cuda.Event(enable_timing=True)
-        e1 = torch.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1) / 1e3 / k)
+    ts = [elapsed(lambda i: g.replay(), 1) / k for _ in range(reps)]
     del g
     return statistics.median(ts), min(ts), max(ts)
 
@@ -191,24 +195,10 @@ def bench_attention(H, Dqk, Dv, T, backend):
             for i in range(2):
                 step(sets[i % n], bwd)
             torch.cuda.synchronize()
-            e0 = torch.cuda.Event(enable_timing=True)
-            e1 = torch.cuda.Event(enable_timing=True)
-            e0.record()
-            for i in range(n):
-                step(sets[i % n], bwd)
-            e1.record()
-            e1.synchronize()
-            est = e0.elapsed_time(e1) / 1e3 / n
+            one = lambda i: step(sets[i % n], bwd)  # noqa: E731
+            est = elapsed(one, n)
             it = max(n, n * math.ceil(0.02 / (n * est)))
-            ts = []
-            for _ in range(REPS):
-                e0.record()
-                for i in range(it):
-                    step(sets[i % n], bwd)
-                e1.record()
-                e1.synchronize()
-                ts.append(e0.elapsed_time(e1) / 1e3 / it)
-            res[mode] = statistics.median(ts)
+            res[mode] = statistics.median([elapsed(one, it) for _ in range(REPS)])
     del sets
     torch.cuda.empty_cache()
     return res

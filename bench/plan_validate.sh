@@ -69,12 +69,12 @@ done
 done
 python3 - "$D/rows" <<'PY'
 import json, sys
+from statistics import median as med
 runs = {}  # (name, P) -> [steps of its runs], [RSS of its runs], the prediction
 for line in open(sys.argv[1]):
     name, P, meas, rss, pred = line.split()
     r = runs.setdefault((name, int(P)), [[], [], json.load(open(pred))])
     r[0].append(float(meas)), r[1].append(float(rss))
-med = lambda v: sorted(v)[len(v) // 2] if len(v) % 2 else sum(sorted(v)[len(v) // 2 - 1:len(v) // 2 + 1]) / 2
 rows = [(name, P, med(m), med(r), p) for (name, P), (m, r, p) in runs.items()]
 n_runs = min(len(m) for m, _, _ in runs.values())
 print(f"measured: the median of {n_runs} alternated runs per row")

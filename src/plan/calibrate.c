@@ -171,11 +171,9 @@ int plan_calibrate_shapes(plan_gemm_shape *v, const model_config *c, int B, int 
     return kept;
 }
 
-// Bytes/s of a copy plus scale over 2 x 64 MiB (read + write counted) on n threads.
-static double triad_bw(int n) {
-    size_t len = (size_t)16 << 20;
-    float *x = bg_aligned_alloc(len * 4), *y = bg_aligned_alloc(len * 4);
-    memset(x, 0, len * 4), memset(y, 0, len * 4);
+// Bytes/s of a copy plus scale over x and y, len floats each (read + write counted),
+// on n threads: the best of 5.
+static double triad_bw(float *x, float *y, size_t len, int n) {
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
         double t0 = bg_now();
@@ -184,7 +182,6 @@ static double triad_bw(int n) {
         double dt = bg_now() - t0;
         if (dt < best) best = dt;
     }
-    free(x), free(y);
     return 3.0 * len * 4 / best;
 }
 
@@ -208,6 +205,7 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
             g->rate[g->n++] = r;
             if (r > peak) peak = r;
         }
+        for (int k = 0; k < PLAN_GEMM_CLASSES; k++) plan_gemm_curve_finish(&cl->gemm[pd[d]][k]);
         cl->peak[pd[d]] = peak;
         kernel_ctx_free(kc);
         if (c) cl->attention_rate[pd[d]] = time_attention(dts[d], B, T, c->hidden_size,
@@ -216,10 +214,14 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
     }
     free(fl);
     // A rank's memory bandwidth, and the node's with every core streaming (the ranks of
-    // a node share it: one core's stream does not reach it cores times).
-    cl->mem_bw = triad_bw(threads);
+    // a node share it: one core's stream does not reach it cores times); 2 x 64 MiB.
+    size_t len = (size_t)16 << 20;
+    float *x = bg_aligned_alloc(len * 4), *y = bg_aligned_alloc(len * 4);
+    memset(x, 0, len * 4), memset(y, 0, len * 4);
+    cl->mem_bw = triad_bw(x, y, len, threads);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    cl->node_mem_bw = cores > threads ? triad_bw((int)cores) : cl->mem_bw;
+    cl->node_mem_bw = cores > threads ? triad_bw(x, y, len, (int)cores) : cl->mem_bw;
+    free(x), free(y);
     cl->cores_per_rank = threads;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     cl->mem_per_node = pages > 0 && page > 0 ? (double)pages * page : 1e9;

@@ -97,6 +97,7 @@ static int parse_curve(plan_gemm_curve *g, const cJSON *arr, const char *dt, con
         g->ai[g->n] = size == 3 ? a->valuedouble : 0;
         g->rate[g->n++] = r->valuedouble;
     }
+    plan_gemm_curve_finish(g);
     return BG_OK;
 }
 
@@ -296,14 +297,14 @@ static double curve_at(const plan_gemm_curve *g, double flops) {
     return g->rate[i - 1] + u * (g->rate[i] - g->rate[i - 1]);
 }
 
-// A curve's typical intensity: the geometric mean of its points' (0: not known).
-static double curve_ai(const plan_gemm_curve *g) {
+void plan_gemm_curve_finish(plan_gemm_curve *g) {
     double s = 0;
+    g->typical_ai = 0;
     for (int i = 0; i < g->n; i++) {
-        if (!(g->ai[i] > 0)) return 0;
+        if (!(g->ai[i] > 0)) return;
         s += log(g->ai[i]);
     }
-    return g->n ? exp(s / g->n) : 0;
+    if (g->n) g->typical_ai = exp(s / g->n);
 }
 
 double plan_gemm_rate(const plan_cluster *c, plan_dtype d, double M, double K, double N) {
@@ -320,11 +321,11 @@ double plan_gemm_rate(const plan_cluster *c, plan_dtype d, double M, double K, d
     // Where the curves know their intensities, a shape between the class's typical one
     // and the next class's takes a rate between theirs (log-linear in intensity): near a
     // boundary the two classes' rates differ by up to 2x (a 32-row GEMM is not a 16-row one).
-    double ai = plan_gemm_ai(M, K, N), a0 = g == &c->gemm[d][cls] ? curve_ai(g) : 0;
+    double ai = plan_gemm_ai(M, K, N), a0 = g == &c->gemm[d][cls] ? g->typical_ai : 0;
     if (a0 > 0 && ai != a0) {
         int nb = ai < a0 ? cls - 1 : cls + 1;
         const plan_gemm_curve *h = nb >= 0 && nb < PLAN_GEMM_CLASSES && c->gemm[d][nb].n ? &c->gemm[d][nb] : NULL;
-        double a1 = h ? curve_ai(h) : 0;
+        double a1 = h ? h->typical_ai : 0;
         if (a1 > 0 && (a1 - a0) * (ai - a0) > 0) {
             double u = log(ai / a0) / log(a1 / a0);
             if (u > 1) u = 1;

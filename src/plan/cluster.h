@@ -18,18 +18,20 @@ int plan_dtype_parse(const char *name, plan_dtype *d);  // BG_ERR (bg_error) if 
 // same FLOPs on CPUs and GPUs alike.
 typedef enum { PLAN_GEMM_SKINNY = 0, PLAN_GEMM_MEDIUM, PLAN_GEMM_SQUARE, PLAN_GEMM_CLASSES } plan_gemm_class;
 plan_gemm_class plan_gemm_class_of(double M, double K, double N);
-
-plan_gemm_class plan_gemm_class_of(double M, double K, double N);
 // The arithmetic intensity that sorts shapes into classes: M·K·N / (2(MK + KN + MN)).
 double plan_gemm_ai(double M, double K, double N);
 
 // Achieved GEMM rate against the FLOPs of one call (2·M·K·N): the efficiency curve
 // of a shape class, interpolated in log(flops), clamped at both ends. ai: each
-// point's arithmetic intensity where known (calibrated curves), else 0.
+// point's arithmetic intensity where known (calibrated curves), else 0; typical_ai:
+// their geometric mean, 0 unless every point has one (plan_gemm_curve_finish).
 typedef struct {
     int n;
     double flops[PLAN_GEMM_POINTS], rate[PLAN_GEMM_POINTS], ai[PLAN_GEMM_POINTS];
+    double typical_ai;
 } plan_gemm_curve;
+// Sets typical_ai once the points are in (not on every rate lookup).
+void plan_gemm_curve_finish(plan_gemm_curve *g);
 
 typedef struct {
     char name[96];

@@ -6,6 +6,7 @@
 #include "model/params.h"
 #include "plan/plan_time.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,9 +98,9 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
             for (int k = 0; k < PLAN_GEMM_CLASSES; k++)
                 for (int i = 0; i < scaled.gemm[d][k].n; i++) scaled.gemm[d][k].rate[i] *= share;
         }
-        scaled.mem_bw *= share;
     }
-    if (cl->node_mem_bw > 0 && scaled.mem_bw > cl->node_mem_bw / R) scaled.mem_bw = cl->node_mem_bw / R;
+    scaled.mem_bw = cl->mem_bw * share;
+    if (cl->node_mem_bw > 0) scaled.mem_bw = fmin(scaled.mem_bw, cl->node_mem_bw / R);
     r->zero = dp > 1 && l->zero != 0;
     plan_memory(&r->mem, c, l, ep, r->zero, R);
     memory_report *m = &r->mem;

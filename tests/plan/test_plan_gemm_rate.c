@@ -18,6 +18,7 @@ static void two_classes(plan_cluster *c, int with_ai) {
     s->flops[0] = m->flops[0] = 1e8;
     s->rate[0] = 1e10, m->rate[0] = 2e10;
     s->ai[0] = with_ai ? 8 : 0, m->ai[0] = with_ai ? 32 : 0;
+    plan_gemm_curve_finish(s), plan_gemm_curve_finish(m);
 }
 
 // M x K x K with the given intensity (AI = M K / (2 (2M + K))): M = 2 K AI / (K - 4 AI).
