@@ -16,7 +16,8 @@
 #        with OpenMPI's own TCP settings (CLUSTER_TCP_EAGER=0, see scripts/cluster.sh);
 #        EXTRA: more train options
 #        VOCAB=n: MODEL's config with that vocabulary (a small one leaves the experts and
-#        the exchange to dominate the step)
+#        the exchange to dominate the step); ROUTER=name: its router_type (swipe balances
+#        the experts' rows, so that no rank waits for a busier one)
 set -euo pipefail
 BUILD=${1:-build}
 STEPS=${2:-6}
@@ -38,6 +39,10 @@ CFG=$ROOT/configs/$MODEL.json
 if [ -n "${VOCAB:-}" ]; then
   sed "s/\"vocab_size\": *[0-9]*/\"vocab_size\": $VOCAB/" "$CFG" >"$D/model.json"
   CFG=$D/model.json
+fi
+if [ -n "${ROUTER:-}" ]; then
+  sed "s/^{/{\n  \"router_type\": \"$ROUTER\",/" "$CFG" >"$D/router.json"
+  CFG=$D/router.json
 fi
 vocab=$(grep -o '"vocab_size": *[0-9]*' "$CFG" | grep -o '[0-9]*$')
 "$BIN" synth --vocab "$vocab" --span 64 --tokens 400000 --out "$D/data.bin" >/dev/null
