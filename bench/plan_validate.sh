@@ -46,6 +46,11 @@ t0=$(date +%s)
 echo "calibration: $(tail -1 "$D/cal.err" | sed 's/^plan: //') in $(( $(date +%s) - t0 )) s"
 median() { grep -o "\"step_s\":[0-9.e+-]*" "$1" | cut -d: -f2 | tail -n +3 | sort -g |
            awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+# The experts' load variation the run had: the mean over layers of load_cv, the median
+# over the steps after 2 warm-up steps (0 for a dense model).
+load_cv() { { grep -o '"load_cv":\[[0-9.,]*\]' "$1" || true; } | tail -n +3 | sed 's/.*\[//; s/\]//' |
+            awk -F, '{s = 0; for (i = 1; i <= NF; i++) s += $i; print s / NF}' | sort -g |
+            awk '{a[NR]=$1} END {print NR ? ((NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2) : 0}'; }
 : >"$D/rows"
 for rep in $(seq 1 "$REPS"); do
 for row in $ROWS; do
@@ -62,41 +67,55 @@ for row in $ROWS; do
     [ -s "$D/log.jsonl" ] || { echo "$name P=$P: train failed"; continue; }
     meas=$(median "$D/log.jsonl")
     rss=$(tail -1 "$D/log.jsonl" | grep -o '"peak_rss_mib":[0-9.]*' | cut -d: -f2)
+    cv=$(load_cv "$D/log.jsonl")
     [ -f "$D/pred-$name-$P.json" ] || "$BIN" plan "${args[@]}" --cluster "$D/this.json" --ranks "$P" --json >"$D/pred-$name-$P.json"
-    echo "$name $P $meas $rss $D/pred-$name-$P.json" >>"$D/rows"
+    echo "$name $P $meas $rss $D/pred-$name-$P.json $cv ${args[*]}" >>"$D/rows"
   done
 done
 done
-python3 - "$D/rows" <<'PY'
-import json, sys
+python3 - "$D/rows" "$BIN" "$D/this.json" <<'PY'
+import json, subprocess, sys
 from statistics import median as med
-runs = {}  # (name, P) -> [steps of its runs], [RSS of its runs], the prediction
+runs = {}  # (name, P) -> [steps of its runs], [RSS of its runs], the prediction, [load cv], args
 for line in open(sys.argv[1]):
-    name, P, meas, rss, pred = line.split()
-    r = runs.setdefault((name, int(P)), [[], [], json.load(open(pred))])
-    r[0].append(float(meas)), r[1].append(float(rss))
-rows = [(name, P, med(m), med(r), p) for (name, P), (m, r, p) in runs.items()]
-n_runs = min(len(m) for m, _, _ in runs.values())
+    name, P, meas, rss, pred, cv, *args = line.split()
+    r = runs.setdefault((name, int(P)), [[], [], json.load(open(pred)), [], args])
+    r[0].append(float(meas)), r[1].append(float(rss)), r[3].append(float(cv))
+# The same prediction told the routing the runs had (--load-cv: the median of the runs').
+def given_cv(P, cv, args):
+    if cv <= 0: return None
+    out = subprocess.run([sys.argv[2], "plan", *args, "--cluster", sys.argv[3], "--ranks", str(P),
+                          "--load-cv", f"{cv:.4f}", "--json"], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)["step_s"]
+rows = [(name, P, med(m), med(r), p, med(c), given_cv(P, med(c), a))
+        for (name, P), (m, r, p, c, a) in runs.items()]
+n_runs = min(len(v[0]) for v in runs.values())
 print(f"measured: the median of {n_runs} alternated runs per row")
 MiB = 1024 * 1024
 base = {}
-for name, P, meas, rss, p in rows:
+for name, P, meas, rss, p, *_ in rows:
     if name == "tiny_moe" and P in (1, 2): base[P] = rss - p["memory"]["total"] / MiB
 print(f"process base RSS: {base.get(1, 0):.1f} MiB (one process), {base.get(2, 0):.1f} MiB (MPI rank)")
-print(f"{'config':10s} {'P':>2s} {'EP':>3s} {'pred s':>8s} {'meas s':>8s} {'err %':>7s} {'pred MiB':>9s} {'RSS MiB':>8s} {'err %':>7s}  largest predicted terms")
-et, em = [], []
-for name, P, meas, rss, p in rows:
+print("pred s: routing as independent uniform (the planner's default; SWIPE balanced);"
+      " cv: the runs' load_cv, and pred|cv s the prediction given it (--load-cv)")
+print(f"{'config':10s} {'P':>2s} {'EP':>3s} {'pred s':>8s} {'meas s':>8s} {'err %':>7s} {'cv':>5s} {'pred|cv s':>9s} {'err %':>7s} {'pred MiB':>9s} {'RSS MiB':>8s} {'err %':>7s}  largest predicted terms")
+et, em, ec = [], [], []
+for name, P, meas, rss, p, cv, pcv in rows:
     b = base.get(1 if P == 1 else 2, 0)
     pm = p["memory"]["total"] / MiB + b
     e1 = 100 * (p["step_s"] - meas) / meas
     e2 = 100 * (pm - rss) / rss
     et.append(abs(e1))
+    pc = pcv if pcv is not None else p["step_s"]
+    e3 = 100 * (pc - meas) / meas
+    ec.append(abs(e3))
     mark = "base" if name == "tiny_moe" and P in (1, 2) else f"{e2:+7.1f}"
     if mark != "base": em.append(abs(e2))
     t = p["time"]
     terms = sorted([(v, k[:-2]) for k, v in t.items() if k not in ("compute_s", "grad_sum_s") and v > 0], reverse=True)[:3]
-    print(f"{name:10s} {P:2d} {p['layout']['expert_parallel']:3d} {p['step_s']:8.3f} {meas:8.3f} {e1:+7.1f} {pm:9.1f} {rss:8.1f} {mark:>7s}  "
+    print(f"{name:10s} {P:2d} {p['layout']['expert_parallel']:3d} {p['step_s']:8.3f} {meas:8.3f} {e1:+7.1f} {cv:5.2f} {pc:9.3f} {e3:+7.1f} {pm:9.1f} {rss:8.1f} {mark:>7s}  "
           + ", ".join(f"{k} {v:.3f}" for v, k in terms))
-print(f"step time |error|: mean {sum(et)/len(et):.1f}%, max {max(et):.1f}% over {len(et)} rows")
+print(f"step time |error|: mean {sum(et)/len(et):.1f}%, max {max(et):.1f}% over {len(et)} rows;"
+      f" given the runs' load_cv: mean {sum(ec)/len(ec):.1f}%, max {max(ec):.1f}%")
 if em: print(f"peak RSS |error|: mean {sum(em)/len(em):.1f}%, max {max(em):.1f}% over {len(em)} rows")
 PY

@@ -166,7 +166,7 @@ int cmd_plan(int argc, char **argv) {
     const char *recompute = NULL, *out = NULL, *inter = NULL;
     int P = 1, ep = 0, rpn = 0, B = 8, T = 64, chunks = 1, search = 0, json = 0, cal = 0, top = 10;
     int tp = 1, pp = 1, micro = 1, threads = 0, inter_nodes = 2;
-    float capacity = -1, imbalance = 0, ov_grad = 0, ov_a2a = 0, a2a_bytes = 4;
+    float capacity = -1, imbalance = 0, load_cv = 0, ov_grad = 0, ov_a2a = 0, a2a_bytes = 4;
     const arg_spec specs[] = {
         {"config", ARG_STR, &config, 0, "model config (JSON)"},
         {"cluster", ARG_STR, &cluster, 0, "cluster file (clusters/*.json)"},
@@ -181,7 +181,9 @@ int cmd_plan(int argc, char **argv) {
         {"zero", ARG_STR, &zero, 0, "ZeRO-1: 0 or 1 (default 1 when P > 1, as train)"},
         {"recompute", ARG_STR, &recompute, 0, "none or block"},
         {"capacity", ARG_FLOAT, &capacity, 0, "gate capacity factor (default: the config's)"},
-        {"imbalance", ARG_FLOAT, &imbalance, 0, "expert rows max/mean of a rank (default: the gate's estimate)"},
+        {"imbalance", ARG_FLOAT, &imbalance, 0, "expert rows max/mean of a rank (default: from --load-cv)"},
+        {"load-cv", ARG_FLOAT, &load_cv, 0,
+         "the experts' load variation, train's load_cv (default: independent uniform routing)"},
         {"tensor-parallel", ARG_INT, &tp, 0, "analytic only: Megatron tensor parallelism"},
         {"pipeline-parallel", ARG_INT, &pp, 0, "analytic only: 1F1B pipeline stages"},
         {"micro-batches", ARG_INT, &micro, 0, "analytic only: micro-batches per step (pipeline)"},
@@ -215,7 +217,7 @@ int cmd_plan(int argc, char **argv) {
     plan_layout l;
     plan_layout_defaults(&l);
     l.P = P, l.ep = ep, l.ranks_per_node = rpn, l.B = B, l.T = T, l.a2a_chunks = chunks;
-    l.capacity = capacity, l.imbalance = imbalance, l.tp = tp, l.pp = pp, l.micro = micro;
+    l.capacity = capacity, l.imbalance = imbalance, l.load_cv = load_cv, l.tp = tp, l.pp = pp, l.micro = micro;
     l.overlap_grad = ov_grad, l.overlap_a2a = ov_a2a, l.a2a_elem_bytes = a2a_bytes;
     if (a2a) {
         if (!strcmp(a2a, "flat")) l.a2a = PLAN_A2A_FLAT;
@@ -235,10 +237,10 @@ int cmd_plan(int argc, char **argv) {
             return fprintf(stderr, "bagualu: plan: --recompute must be none or block, got \"%s\"\n", recompute), 2;
         l.recompute = !strcmp(recompute, "block");
     }
-    if (ep < 0 || rpn < 0 || chunks < 1 || top < 1 || imbalance < 0 || ov_grad < 0 || ov_grad > 1 ||
+    if (ep < 0 || rpn < 0 || chunks < 1 || top < 1 || imbalance < 0 || load_cv < 0 || ov_grad < 0 || ov_grad > 1 ||
         ov_a2a < 0 || ov_a2a > 1 || !(a2a_bytes > 0))
         return fprintf(stderr, "bagualu: plan: --expert-parallel, --ranks-per-node >= 0, --a2a-chunks, --top >= 1, "
-                               "--imbalance >= 0, --overlap-* in [0,1], --a2a-elem-bytes > 0\n"), 2;
+                               "--imbalance, --load-cv >= 0, --overlap-* in [0,1], --a2a-elem-bytes > 0\n"), 2;
     model_config cfg;
     plan_cluster cl;
     if (model_config_load(&cfg, config) != BG_OK || plan_cluster_load(&cl, cluster) != BG_OK)

@@ -91,16 +91,48 @@ static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep
     }
 }
 
-// Expected max/mean rows a rank receives: uniform independent routing of N·k rows
-// over EP ranks (the largest of EP near-normal loads), none for SWIPE (balanced by
-// construction), capped by the capacity.
-static double gate_imbalance(const model_config *c, int ep, double Nk, float cf) {
-    double imb = 1;
+// The expected largest of n independent standard normals, by Blom's approximation
+// Φ⁻¹((n − 0.375)/(n + 0.25)) (0.59 for n = 2 against 0.56 exactly, 1.87 for 16 against
+// 1.77): Φ⁻¹ by bisection.
+static double normal_max(int n) {
+    if (n < 2) return 0;
+    const double p = (n - 0.375) / (n + 0.25);
+    double lo = 0, hi = 10;
+    for (int i = 0; i < 60; i++) {
+        const double mid = 0.5 * (lo + hi);
+        if (0.5 * erfc(-mid / sqrt(2)) < p) lo = mid;
+        else hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+// The routing's cost, from one statistic: cv, the coefficient of variation of the
+// experts' loads over the global batch (train's load_cv; 0: independent uniform routing,
+// whose multinomial loads give sqrt(E/G) for G = N·EP·k rows). A rank holds E/EP
+// experts, so its load varies by cv·sqrt(EP/E) (independent experts) and the largest of
+// EP near-normal loads lies normal_max(EP) such deviations above the mean. SWIPE
+// balances by construction (cv 0, imb 1). A capacity of cf·mean
+// per expert keeps E[min(X, cf·mean)]/mean of a normal load X: 1 − cv·(φ(z) − z·(1 −
+// Φ(z))), z = (cf − 1)/cv; the slowest rank then holds at most cf/keep times the mean
+// of the kept rows.
+static void routing_cost(const model_config *c, int ep, double G, float cf, double cv,
+                         double *imb, double *keep) {
+    const int E = c->num_local_experts;
     const char *gate = model_router_type_name(c->router_type);
-    if (ep > 1 && !(gate && !__builtin_strcmp(gate, "swipe")))
-        imb = 1 + sqrt(2 * log((double)ep) / Nk);
-    if (cf > 0 && imb > cf) imb = cf;
-    return imb;
+    if (gate && !__builtin_strcmp(gate, "swipe")) cv = 0;
+    else if (cv <= 0) cv = sqrt(E / G);
+    *imb = 1 + cv * sqrt((double)ep / E) * normal_max(ep);
+    *keep = 1;
+    if (cf > 0) {
+        if (cv > 0) {
+            const double z = (cf - 1) / cv;
+            const double phi = exp(-0.5 * z * z) / 2.5066282746310002, tail = 0.5 * erfc(z / sqrt(2));
+            *keep = fmax(fmin(1 - cv * (phi - z * tail), 1), 0.01);
+        } else if (cf < 1) {
+            *keep = cf;
+        }
+        if (*imb > cf / *keep) *imb = cf / *keep;
+    }
 }
 
 void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
@@ -117,8 +149,9 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     gemm_acc ge = g;
     double mem_bytes = 0, attn_s = 0, attn_flops = 0, a2a_s = 0, a2a_inter = 0, a2a_intra = 0;
     double cast = l->dtype == PLAN_FP32 ? 0 : 6;  // bytes per operand element rounded
-    r->imbalance = E > 0 ? (l->imbalance > 0 ? l->imbalance : gate_imbalance(c, EP, N * k, cf)) : 1;
-    r->keep = cf > 0 && cf < 1 ? cf : 1;
+    r->imbalance = r->keep = 1;
+    if (E > 0) routing_cost(c, EP, N * EP * k, cf, l->load_cv, &r->imbalance, &r->keep);
+    if (E > 0 && l->imbalance > 0) r->imbalance = l->imbalance;
     const double imb = r->imbalance, keep = r->keep;
     const int L = c->num_hidden_layers, Ls = (L + pp - 1) / pp;  // layers of the (first) stage
     const int r_in = EP < R ? EP : R;
@@ -145,12 +178,15 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
             // With tensor parallelism (sequence parallel, expert TP 1: Megatron's MoE
             // folding) each rank of a TP group routes 1/tp of the tokens.
             double Nm = N / tp;
-            double Im = c->moe_intermediate_size, rows = imb * keep * Nm * k * EP / E;
+            // The GEMMs at a balanced expert's rows, their time times imb below: the
+            // slowest rank's extra rows land unevenly on its experts, so they run at
+            // the typical expert's rate, not at that of uniformly taller products.
+            double Im = c->moe_intermediate_size, rows = keep * Nm * k * EP / E;
             int local = E / EP;
             gemm(&g32, Nm, C, E, 3 + rec);  // the router: fp32 whatever --dtype says
             gemm(&ge, rows, C, in_mult * Im, (3 + rec) * local);
             gemm(&ge, rows, Im, C, (3 + rec) * local);
-            double R_all = rows * local;
+            double R_all = imb * rows * local;
             mem_bytes += cast * R_all * (2 * C + Im) * 2;
             mem_bytes += elem * R_all * Im * (act_fwd * (1 + rec) + act_bwd);
             mem_bytes += elem * (Nm * E * (6 + 3 * rec) + Nm * k * C * (7 + 3 * rec) + 2 * Nm * C);
@@ -182,6 +218,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     mem_bytes += elem * N * V / tp * 4 + cast * N * C * 3;
     // Mixed precision: every weight rounded once per step into the kernels' copy.
     mem_bytes += l->dtype == PLAN_FP32 ? 0 : (double)numel * (4 + (l->dtype == PLAN_FP16 ? 4 : 2)) / micro;
+    ge.gemm_s *= imb, ge.flops *= imb;
     r->gemm_dense_s = g.gemm_s + g32.gemm_s - 0;  // head separated below
     r->gemm_expert_s = ge.gemm_s;
     {

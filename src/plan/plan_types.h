@@ -19,6 +19,7 @@ typedef struct {
     int a2a_chunks;         // 1: no overlap of the exchange with the experts
     float capacity;         // < 0: the config's capacity_factor
     double imbalance;       // 0: the gate's estimate (plan_time.c)
+    double load_cv;         // the experts' load variation (train's load_cv; 0: uniform)
     // Analytic only (paper runs; bagualu itself runs tp = pp = 1): Megatron tensor
     // parallelism, a 1F1B pipeline of `micro` micro-batches, and the fraction of the
     // gradient reduction and of the exchange hidden behind compute by the framework.

@@ -60,6 +60,27 @@ a=$(plan --config "$CFG/m2.json" --ranks 8 --batch-size 2 --seq-len 128 --imbala
 b=$(plan --config "$CFG/m2.json" --ranks 8 --batch-size 2 --seq-len 128 --imbalance 1.5 | field step_s)
 [ -n "$a" ] && le "$a" "$b" && [ "$a" != "$b" ] && ok ||
   bad "imbalance 1.5 ($b s) not slower than 1 ($a s)"
+# The routing's load variation (--load-cv, train's load_cv): more never makes a step
+# faster and raises the rank imbalance; SWIPE is balanced whatever it is told; with a
+# capacity factor of 1 a skewed gate drops rows (kept < 1), so its experts cost less
+# than without the capacity; a negative value is refused.
+cvrun() { plan --config "$1" --ranks 4 --batch-size 2 --seq-len 128 "${@:2}"; }
+prev_s=0; prev_i=0
+for cv in 0 0.3 0.9 1.5; do
+  o=$(cvrun "$CFG/m2.json" --load-cv $cv)
+  s=$(field step_s <<<"$o"); i=$(field imbalance <<<"$o")
+  [ -n "$s" ] && le "$prev_s" "$s" && le "$prev_i" "$i" && ok ||
+    bad "load cv $cv: step $s s, imbalance $i below the previous ($prev_s s, $prev_i)"
+  prev_s=$s; prev_i=$i
+done
+sed 's/^{/{\n  "router_type": "swipe",/' "$CFG/m2.json" >"$D/swipe.json"
+[ "$(cvrun "$D/swipe.json" --load-cv 1.5 | field imbalance)" = 1 ] && ok || bad "SWIPE's imbalance is not 1 at load cv 1.5"
+free=$(cvrun "$CFG/m2.json" --load-cv 0.9 | field gemm_expert_s)
+capped=$(cvrun "$CFG/m2.json" --load-cv 0.9 --capacity 1 | field gemm_expert_s)
+[ -n "$capped" ] && le "$capped" "$free" && [ "$capped" != "$free" ] && ok ||
+  bad "capacity 1 at load cv 0.9: experts $capped s not below $free s without it"
+"$BIN" plan --cluster "$HERE/box.json" --config "$CFG/m2.json" --load-cv -1 >/dev/null 2>"$D/err"
+rc=$?; [ $rc = 2 ] && grep -q "load-cv" "$D/err" && ok || bad "--load-cv -1: exit $rc, $(cat "$D/err")"
 # The gradient reduction's summation (comm/dist_allreduce.c's combine): none on one
 # rank; per rank 4D/n bytes of segment times (2 + 3(n-1)) passes at the memory
 # bandwidth, so 2.75/2.5 = 1.1x from 2 to 4 ranks of a dense model, 2x at half the bandwidth.
