@@ -140,7 +140,7 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
                 for (int k = 0; k < PLAN_GEMM_CLASSES; k++)
                     for (int i = 0; i < cl.gemm[d][k].n; i++) cl.gemm[d][k].rate[i] *= share;
             }
-            cl.mem_bw *= share;
+            cl.mem_bw *= share, cl.act_bw *= share;
         }
     }
     char *json = plan_cluster_to_json(&cl, "measured by bagualu plan --calibrate");
@@ -152,8 +152,10 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     }
     free(json);
     fprintf(stderr, "plan: wrote %s (fp32 peak %.3g, bf16 peak %.3g GFLOP/s, memory %.3g GB/s (node %.3g), "
+                    "elementwise kernels %.3g GB/s, "
                     "links %.3g GB/s, %.3g us; inter-node %.3g GB/s, %.3g us, gap %.3g us, sync %.3g us)\n", out,
             cl.peak[PLAN_FP32] / 1e9, cl.peak[PLAN_BF16] / 1e9, cl.mem_bw / 1e9, cl.node_mem_bw / 1e9,
+            cl.act_bw / 1e9,
             bw / 1e9, lat * 1e6,
             cl.inter_bw / 1e9, cl.inter_lat * 1e6, cl.inter_gap * 1e6, cl.inter_sync * 1e6);
     return 0;

@@ -132,6 +132,67 @@ static double time_attention(bg_dtype dt, int B, int T, int C, int NH, int NKV, 
     return 7.0 * B * T * (double)T * C / best;
 }
 
+// A layer's elementwise kernels at the model's shape, one forward and backward each: its
+// norm, RoPE (where the model has it), a residual add and its activation function; as
+// bytes/s of the passes the planner counts for them (norm 2 + 3, RoPE 2 + 2 over q and
+// k, residual 3, GELU 2 + 3, SwiGLU 3 + 5 of their widths). Over tensors a step finds
+// in cache these kernels are bound by their arithmetic and per-call costs, which the
+// triad's bandwidth does not see.
+static double time_activation_kernels(const model_config *c, int B, int T, double budget) {
+    const int N = B * T, C = c->hidden_size, NH = c->num_attention_heads, NKV = model_kv_heads(c);
+    const int hs = C / NH, W = (int)model_qkv_width(c), swiglu = c->hidden_act == FFN_SWIGLU;
+    const int I = c->num_local_experts > 0 ? c->moe_intermediate_size : c->intermediate_size;
+    const size_t nc = (size_t)N * C, nw = (size_t)N * W, ni = (size_t)N * I * (swiglu ? 2 : 1);
+    float *x = bg_aligned_alloc(nc * 4), *y = bg_aligned_alloc(nc * 4), *dx = bg_aligned_alloc(nc * 4);
+    float *w = bg_aligned_alloc((size_t)C * 4), *dw = bg_aligned_alloc((size_t)C * 4);
+    float *b = bg_aligned_alloc((size_t)C * 4), *db = bg_aligned_alloc((size_t)C * 4);
+    float *mean = bg_aligned_alloc((size_t)N * 4), *rstd = bg_aligned_alloc((size_t)N * 4);
+    float *qkv = bg_aligned_alloc(nw * 4), *a = bg_aligned_alloc(ni * 4), *da = bg_aligned_alloc(ni * 4);
+    float *h = bg_aligned_alloc((size_t)N * I * 4);
+    float *cs = bg_aligned_alloc((size_t)T * hs * 2), *sn = bg_aligned_alloc((size_t)T * hs * 2);
+    for (size_t i = 0; i < nc; i++) x[i] = (float)(i % 19) * 0.01f - 0.09f, y[i] = 0.01f;
+    for (int i = 0; i < C; i++) w[i] = 1, b[i] = 0, dw[i] = db[i] = 0;
+    for (size_t i = 0; i < nw; i++) qkv[i] = (float)(i % 11) * 0.01f;
+    for (size_t i = 0; i < ni; i++) a[i] = (float)(i % 23) * 0.01f - 0.1f;
+    for (size_t i = 0; i < (size_t)N * I; i++) h[i] = 0.01f;
+    const int rope = c->position_embedding == POS_ROPE;
+    if (rope) rope_tables(cs, sn, T, hs, c->rope_theta);
+    double bytes = 4.0 * (5.0 * nc + 3.0 * nc + (swiglu ? 8.0 : 5.0) * N * I);
+    if (rope) bytes += 4.0 * 4 * (double)N * (C + NKV * hs);
+    double t[5];
+    for (int r = 0; r < 5; r++) {  // samples as time_gemm's
+        double t0 = bg_now(), dt;
+        long calls = 0;
+        do {
+            if (c->norm == NORM_RMSNORM) {
+                rmsnorm_forward(y, rstd, x, w, N, C, 1e-5f);
+                rmsnorm_backward(dx, dw, y, x, w, rstd, N, C);
+            } else {
+                layernorm_forward(y, mean, rstd, x, w, b, N, C, 1e-5f);
+                layernorm_backward(dx, dw, db, y, x, w, mean, rstd, N, C);
+            }
+            if (rope) {
+                rope_forward(qkv, cs, sn, B, T, C, NH, NKV);
+                rope_backward(qkv, cs, sn, B, T, C, NH, NKV);
+            }
+            residual_forward(y, x, dx, nc);
+            if (swiglu) {
+                swiglu_forward(h, OPERAND_F32, a, N, I);
+                swiglu_backward(da, OPERAND_F32, h, a, N, I);
+            } else {
+                gelu_forward(h, OPERAND_F32, a, ni);
+                gelu_backward(da, OPERAND_F32, h, a, ni);
+            }
+            calls++;
+        } while ((dt = bg_now() - t0) < budget / 5);
+        t[r] = dt / calls;
+    }
+    qsort(t, 5, sizeof(double), cmp_double);
+    free(x), free(y), free(dx), free(w), free(dw), free(b), free(db), free(mean), free(rstd);
+    free(qkv), free(a), free(da), free(h), free(cs), free(sn);
+    return bytes / t[2];
+}
+
 int plan_calibrate_shapes(plan_gemm_shape *v, const model_config *c, int B, int T) {
     int n = 0;
     if (c) {
@@ -222,6 +283,7 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cl->node_mem_bw = cores > threads ? triad_bw(x, y, len, (int)cores) : cl->mem_bw;
     free(x), free(y);
+    cl->act_bw = c ? time_activation_kernels(c, B, T, 0.05 * seconds) : 0;
     cl->cores_per_rank = threads;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     cl->mem_per_node = pages > 0 && page > 0 ? (double)pages * page : 1e9;

@@ -24,7 +24,8 @@ int plan_calibrate_shapes(plan_gemm_shape *v, const model_config *c, int B, int 
 
 // c may be NULL (squares only); B, T the per-rank batch of the shapes; seconds the
 // budget for all GEMM timings. Fills peak (the best rate seen), the curves of fp32,
-// bf16 and fp16, mem_bw (on `threads`) and node_mem_bw (on every core),
+// bf16 and fp16, mem_bw (on `threads`) and node_mem_bw (on every core), act_bw (the
+// model's elementwise kernels on `threads`; 0 without a model),
 // cores_per_rank = threads, memory_per_node from the system.
 int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T, int threads,
                            double seconds);

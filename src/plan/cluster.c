@@ -103,7 +103,7 @@ static int parse_curve(plan_gemm_curve *g, const cJSON *arr, const char *dt, con
 
 static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
     static const char *const top[] = {"name", "sources", "notes", "assumptions", "nodes", "ranks_per_node",
-        "cores_per_rank", "node_memory_bandwidth", "peak_flops", "gemm", "gemm_efficiency", "attention_efficiency", "attention_rate",
+        "cores_per_rank", "node_memory_bandwidth", "activation_bandwidth", "peak_flops", "gemm", "gemm_efficiency", "attention_efficiency", "attention_rate",
         "memory_per_node", "memory_bandwidth", "intra_node", "inter_node", "topology", NULL};
     static const char *const link[] = {"bandwidth", "latency", "gap", "sync", NULL};
     static const char *const topo[] = {"supernode_nodes", "oversubscription", NULL};
@@ -162,7 +162,8 @@ static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
         return bg_error("%s: efficiencies must be at most 1", origin);
     if (get_num(root, "memory_per_node", "", origin, 1, 1, &c->mem_per_node) ||
         get_num(root, "memory_bandwidth", "", origin, 1, 1, &c->mem_bw) ||
-        get_num(root, "node_memory_bandwidth", "", origin, 0, 1, &c->node_mem_bw))
+        get_num(root, "node_memory_bandwidth", "", origin, 0, 1, &c->node_mem_bw) ||
+        get_num(root, "activation_bandwidth", "", origin, 0, 1, &c->act_bw))
         return BG_ERR;
     if (get_object(root, "intra_node", origin, 1, &intra) || check_keys(intra, link, "intra_node.", origin) ||
         get_num(intra, "bandwidth", "intra_node.", origin, 1, 1, &c->intra_bw) ||
@@ -272,6 +273,7 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
     add_number(root, "memory_per_node", c->mem_per_node);
     add_number(root, "memory_bandwidth", c->mem_bw);
     if (c->node_mem_bw > 0) add_number(root, "node_memory_bandwidth", c->node_mem_bw);
+    if (c->act_bw > 0) add_number(root, "activation_bandwidth", c->act_bw);
     cJSON *in = cJSON_AddObjectToObject(root, "intra_node"), *out = cJSON_AddObjectToObject(root, "inter_node");
     add_number(in, "bandwidth", c->intra_bw);
     add_number(in, "latency", c->intra_lat);

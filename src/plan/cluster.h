@@ -46,6 +46,8 @@ typedef struct {
     double mem_bw;                      // bytes/s per rank (memory-bound kernels)
     double node_mem_bw;                 // bytes/s of the whole node, every core streaming:
                                         // the ranks of a node share it (0: mem_bw x ranks)
+    double act_bw;                      // bytes/s per rank of the elementwise kernels at
+                                        // the model's shape (0: mem_bw)
     double intra_bw, intra_lat;         // per rank, inside a node
     double inter_bw, inter_lat;         // per node (its links), between nodes
     // What each further message of a phase costs its sender (s); absent from a file:

@@ -101,6 +101,7 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
     }
     scaled.mem_bw = cl->mem_bw * share;
     if (cl->node_mem_bw > 0) scaled.mem_bw = fmin(scaled.mem_bw, cl->node_mem_bw / R);
+    scaled.act_bw = cl->act_bw * share;  // bound by arithmetic over cached tensors: by the cores
     r->zero = dp > 1 && l->zero != 0;
     plan_memory(&r->mem, c, l, ep, r->zero, R);
     memory_report *m = &r->mem;

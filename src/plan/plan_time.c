@@ -147,7 +147,10 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     const double row_bytes = C * (l->a2a_elem_bytes > 0 ? l->a2a_elem_bytes : 4);
     gemm_acc g = {cl, l->dtype, 0, 0}, g32 = {cl, cl->peak[PLAN_FP32] > 0 ? PLAN_FP32 : l->dtype, 0, 0};
     gemm_acc ge = g;
-    double mem_bytes = 0, attn_s = 0, attn_flops = 0, a2a_s = 0, a2a_inter = 0, a2a_intra = 0;
+    // Passes of the elementwise kernels over a layer's activations (act_bytes), and of
+    // streaming ones (rounding casts, the logits, the weights' rounding: mem_bytes).
+    double act_bytes = 0, mem_bytes = 0;
+    double attn_s = 0, attn_flops = 0, a2a_s = 0, a2a_inter = 0, a2a_intra = 0;
     double cast = l->dtype == PLAN_FP32 ? 0 : 6;  // bytes per operand element rounded
     r->imbalance = r->keep = 1;
     if (E > 0) routing_cost(c, EP, N * EP * k, cf, l->load_cv, &r->imbalance, &r->keep);
@@ -170,9 +173,9 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
                           : plan_gemm_rate(cl, l->dtype, T, hd, T) * cl->attention_efficiency;
         attn_s += core / rate;
         attn_flops += core;
-        mem_bytes += elem * N * C * (20 + rec * 9);  // norm, RoPE, residual: fwd 9, bwd 11 passes
+        act_bytes += elem * N * C * (20 + rec * 9);  // norm, RoPE, residual: fwd 9, bwd 11 passes
         // FFN block
-        mem_bytes += elem * N * C * (11 + rec * 5);
+        act_bytes += elem * N * C * (11 + rec * 5);
         double act_fwd = swiglu ? 3 : 2, act_bwd = swiglu ? 5 : 3;
         if (model_layer_is_moe(c, layer)) {
             // With tensor parallelism (sequence parallel, expert TP 1: Megatron's MoE
@@ -188,13 +191,13 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
             gemm(&ge, rows, Im, C, (3 + rec) * local);
             double R_all = imb * rows * local;
             mem_bytes += cast * R_all * (2 * C + Im) * 2;
-            mem_bytes += elem * R_all * Im * (act_fwd * (1 + rec) + act_bwd);
-            mem_bytes += elem * (Nm * E * (6 + 3 * rec) + Nm * k * C * (7 + 3 * rec) + 2 * Nm * C);
+            act_bytes += elem * R_all * Im * (act_fwd * (1 + rec) + act_bwd);
+            act_bytes += elem * (Nm * E * (6 + 3 * rec) + Nm * k * C * (7 + 3 * rec) + 2 * Nm * C);
             if (c->num_shared_experts > 0) {
                 double Is = Im * c->num_shared_experts;
                 gemm(&g, N, C, in_mult * Is / tp, 3 + rec);
                 gemm(&g, N, Is / tp, C, 3 + rec);
-                mem_bytes += elem * N * Is / tp * (act_fwd * (1 + rec) + act_bwd);
+                act_bytes += elem * N * Is / tp * (act_fwd * (1 + rec) + act_bwd);
             }
             if (EP > 1) {
                 double b = Nm * k * keep * row_bytes, trips = 4 + 2 * rec;
@@ -209,7 +212,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
             gemm(&g, N, C, in_mult * I / tp, 3 + rec);
             gemm(&g, N, I / tp, C, 3 + rec);
             mem_bytes += cast * N * (2 * C + I) * 2;
-            mem_bytes += elem * N * I / tp * (act_fwd * (1 + rec) + act_bwd);
+            act_bytes += elem * N * I / tp * (act_fwd * (1 + rec) + act_bwd);
         }
     }
     // LM head (fused with the loss: logits chunks written, soft-maxed, turned into their
@@ -228,7 +231,8 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
         r->gemm_dense_s -= h.gemm_s;
     }
     r->attention_s = attn_s;
-    r->memory_bound_s = mem_bytes / cl->mem_bw;
+    r->memory_bound_s =
+        mem_bytes / cl->mem_bw + act_bytes / (cl->act_bw > 0 ? cl->act_bw : cl->mem_bw);
     // Chunked exchange: chunk j's experts compute while chunk j+1 travels.
     double hidden = 0;
     if (l->a2a_chunks > 1) hidden = fmin(a2a_s, r->gemm_expert_s) * (1 - 1.0 / l->a2a_chunks);

@@ -29,6 +29,7 @@ mk curve_order 'c["gemm"]["fp32"] = [[1e8, 1e11], [1e6, 2e10]]'
 mk curve_point 'c["gemm"]["fp32"] = [[1e8, -1]]'
 mk curve_ai 'c["gemm"]["fp32"] = [[1e8, 1e11, 0]]'
 mk node_bw 'c["node_memory_bandwidth"] = -1'
+mk act_bw 'c["activation_bandwidth"] = 0'
 mk curve_no_peak 'c["gemm"]["fp16"] = [[1e8, 1e11]]'
 mk frac_nodes 'c["nodes"] = 2.5'
 mk oversub 'c["topology"]["oversubscription"] = 0.5'
@@ -52,6 +53,7 @@ expect no-peak '"peak_flops" names no dtype' -- run "$D/no_peak.json"
 expect curve-order 'increasing flops' -- run "$D/curve_order.json"
 expect curve-ai 'intensity > 0' -- run "$D/curve_ai.json"
 expect node-bw '"node_memory_bandwidth" must be' -- run "$D/node_bw.json"
+expect act-bw '"activation_bandwidth" must be positive' -- run "$D/act_bw.json"
 expect curve-point 'point 0 must be' -- run "$D/curve_point.json"
 expect curve-no-peak 'without "peak_flops.fp16"' -- run "$D/curve_no_peak.json"
 expect frac-nodes '"nodes" must be a whole number' -- run "$D/frac_nodes.json"

@@ -106,6 +106,21 @@ o2=$(opt "$HERE/box.json" 2); o2c=$(opt "$D/node_bw_3e+10.json" 2)
 if awk -v a="$o1" -v b="$o1c" -v c="$o1n" -v d="$o2" -v e="$o2c" 'BEGIN { r = 4 / 3
     exit !(b / a > r - 1e-4 && b / a < r + 1e-4 && c == a && e / d > r - 1e-4 && e / d < r + 1e-4) }'
 then ok; else bad "node memory bandwidth: optimizer P=1 $o1 / capped $o1c / uncapped $o1n s, P=2 $o2 / capped $o2c s"; fi
+# The activation passes take activation_bandwidth where the file gives one: equal to
+# the memory bandwidth it changes nothing (up to rounding), a quarter of it makes the
+# memory-bound term slower, four times it faster; the optimizer stays at the memory's.
+python3 - "$HERE/box.json" "$D" <<'PY'
+import json, sys
+for f in (1, 0.25, 4):
+    c = json.load(open(sys.argv[1])); c["activation_bandwidth"] = c["memory_bandwidth"] * f
+    json.dump(c, open(f"{sys.argv[2]}/act_bw_{f}.json", "w"))
+PY
+mb() { "$BIN" plan --cluster "$1" --json --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 | field "$2"; }
+m0=$(mb "$HERE/box.json" memory_bound_s); m1=$(mb "$D/act_bw_1.json" memory_bound_s)
+ms=$(mb "$D/act_bw_0.25.json" memory_bound_s); mf=$(mb "$D/act_bw_4.json" memory_bound_s)
+if awk -v a="$m0" -v b="$m1" -v c="$ms" -v d="$mf" 'BEGIN { exit !(a > 0 && b / a > 1 - 1e-5 && b / a < 1 + 1e-5 && c > a && d < a) }' &&
+   [ "$(mb "$HERE/box.json" optimizer_s)" = "$(mb "$D/act_bw_0.25.json" optimizer_s)" ]
+then ok; else bad "activation bandwidth: memory-bound $m0 s without, $m1 / $ms / $mf s at 1 / 0.25 / 4 x the memory's"; fi
 a=$(plan --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 | field activations)
 b=$(plan --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 --recompute block | field activations)
 [ "$b" -lt "$a" ] && ok || bad "recompute block activations $b not below none's $a"
