@@ -134,14 +134,7 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
         cl.nodes = inter_nodes;
         cl.ranks_per_node = share >= 1 ? (int)share : 1;
         cl.mem_per_node /= inter_nodes;
-        if (share < 1) {
-            for (int d = 0; d < PLAN_NDTYPES; d++) {
-                cl.peak[d] *= share, cl.attention_rate[d] *= share;
-                for (int k = 0; k < PLAN_GEMM_CLASSES; k++)
-                    for (int i = 0; i < cl.gemm[d][k].n; i++) cl.gemm[d][k].rate[i] *= share;
-            }
-            cl.mem_bw *= share, cl.act_bw *= share;
-        }
+        if (share < 1) plan_cluster_scale_rates(&cl, share);
     }
     char *json = plan_cluster_to_json(&cl, "measured by bagualu plan --calibrate");
     FILE *f = fopen(out, "w");

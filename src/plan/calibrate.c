@@ -102,6 +102,36 @@ static void add_shape(shape *v, int *n, double M, double K, double N, int own) {
     v[(*n)++] = (shape){2 * M * K * N, (int)M, (int)K, (int)N, own};
 }
 
+// The median of 5 samples of a call's time, a sample the mean over calls repeated for
+// budget/5 seconds (time_gemm's samples, without its flushes).
+static double median_call_s(void (*call)(void *ctx), void *ctx, double budget) {
+    double t[5];
+    for (int r = 0; r < 5; r++) {
+        double t0 = bg_now(), dt;
+        long calls = 0;
+        do {
+            call(ctx);
+            calls++;
+        } while ((dt = bg_now() - t0) < budget / 5);
+        t[r] = dt / calls;
+    }
+    qsort(t, 5, sizeof(double), cmp_double);
+    return t[2];
+}
+
+typedef struct {
+    kernel_ctx *kc;
+    float *qkv, *dqkv, *out, *dout, *lse, *scratch;
+    int B, T, C, NH, NKV;
+} attention_call;
+
+static void attention_step(void *ctx) {
+    attention_call *a = ctx;
+    flash_attention_forward(a->kc, a->out, a->lse, a->scratch, a->qkv, a->B, a->T, a->C, a->NH, a->NKV);
+    flash_attention_backward(a->kc, a->dqkv, a->scratch, a->dout, a->qkv, a->out, a->lse, a->B, a->T,
+                             a->C, a->NH, a->NKV);
+}
+
 // The flash attention core forward + backward at the model's shape: FLOP/s counted
 // as the planner counts them (7·N·T·C: forward 2, backward 5, causal halves).
 static double time_attention(bg_dtype dt, int B, int T, int C, int NH, int NKV, double budget) {
@@ -113,23 +143,44 @@ static double time_attention(bg_dtype dt, int B, int T, int C, int NH, int NKV, 
     float *scratch = bg_aligned_alloc(flash_attention_scratch_size(B, T, C, NH, NKV) * 4 + 64);
     for (size_t i = 0; i < nqkv; i++) qkv[i] = (float)(i % 23) * 0.01f, dqkv[i] = 0;
     for (size_t i = 0; i < n; i++) dout[i] = (float)(i % 7) * 0.01f;
-    double t[5];
+    attention_call a = {kc, qkv, dqkv, out, dout, lse, scratch, B, T, C, NH, NKV};
     flash_attention_forward(kc, out, lse, scratch, qkv, B, T, C, NH, NKV);
-    for (int r = 0; r < 5; r++) {  // samples as time_gemm's
-        double t0 = bg_now(), dt;
-        long calls = 0;
-        do {
-            flash_attention_forward(kc, out, lse, scratch, qkv, B, T, C, NH, NKV);
-            flash_attention_backward(kc, dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, NKV);
-            calls++;
-        } while ((dt = bg_now() - t0) < budget / 5);
-        t[r] = dt / calls;
-    }
-    qsort(t, 5, sizeof(double), cmp_double);
-    double best = t[2];
+    double best = median_call_s(attention_step, &a, budget);
     free(qkv), free(dqkv), free(out), free(dout), free(lse), free(scratch);
     kernel_ctx_free(kc);
     return 7.0 * B * T * (double)T * C / best;
+}
+
+typedef struct {
+    const model_config *c;
+    float *x, *y, *dx, *w, *dw, *b, *db, *mean, *rstd, *qkv, *a, *da, *h, *cs, *sn;
+    int B, T, rope;
+} activation_call;
+
+static void activation_step(void *ctx) {
+    activation_call *k = ctx;
+    const model_config *c = k->c;
+    const int N = k->B * k->T, C = c->hidden_size;
+    const int I = c->num_local_experts > 0 ? c->moe_intermediate_size : c->intermediate_size;
+    if (c->norm == NORM_RMSNORM) {
+        rmsnorm_forward(k->y, k->rstd, k->x, k->w, N, C, 1e-5f);
+        rmsnorm_backward(k->dx, k->dw, k->y, k->x, k->w, k->rstd, N, C);
+    } else {
+        layernorm_forward(k->y, k->mean, k->rstd, k->x, k->w, k->b, N, C, 1e-5f);
+        layernorm_backward(k->dx, k->dw, k->db, k->y, k->x, k->w, k->mean, k->rstd, N, C);
+    }
+    if (k->rope) {
+        rope_forward(k->qkv, k->cs, k->sn, k->B, k->T, C, c->num_attention_heads, model_kv_heads(c));
+        rope_backward(k->qkv, k->cs, k->sn, k->B, k->T, C, c->num_attention_heads, model_kv_heads(c));
+    }
+    residual_forward(k->y, k->x, k->dx, (size_t)N * C);
+    if (c->hidden_act == FFN_SWIGLU) {
+        swiglu_forward(k->h, OPERAND_F32, k->a, N, I);
+        swiglu_backward(k->da, OPERAND_F32, k->h, k->a, N, I);
+    } else {
+        gelu_forward(k->h, OPERAND_F32, k->a, (size_t)N * I);
+        gelu_backward(k->da, OPERAND_F32, k->h, k->a, (size_t)N * I);
+    }
 }
 
 // A layer's elementwise kernels at the model's shape, one forward and backward each: its
@@ -159,38 +210,11 @@ static double time_activation_kernels(const model_config *c, int B, int T, doubl
     if (rope) rope_tables(cs, sn, T, hs, c->rope_theta);
     double bytes = 4.0 * (5.0 * nc + 3.0 * nc + (swiglu ? 8.0 : 5.0) * N * I);
     if (rope) bytes += 4.0 * 4 * (double)N * (C + NKV * hs);
-    double t[5];
-    for (int r = 0; r < 5; r++) {  // samples as time_gemm's
-        double t0 = bg_now(), dt;
-        long calls = 0;
-        do {
-            if (c->norm == NORM_RMSNORM) {
-                rmsnorm_forward(y, rstd, x, w, N, C, 1e-5f);
-                rmsnorm_backward(dx, dw, y, x, w, rstd, N, C);
-            } else {
-                layernorm_forward(y, mean, rstd, x, w, b, N, C, 1e-5f);
-                layernorm_backward(dx, dw, db, y, x, w, mean, rstd, N, C);
-            }
-            if (rope) {
-                rope_forward(qkv, cs, sn, B, T, C, NH, NKV);
-                rope_backward(qkv, cs, sn, B, T, C, NH, NKV);
-            }
-            residual_forward(y, x, dx, nc);
-            if (swiglu) {
-                swiglu_forward(h, OPERAND_F32, a, N, I);
-                swiglu_backward(da, OPERAND_F32, h, a, N, I);
-            } else {
-                gelu_forward(h, OPERAND_F32, a, ni);
-                gelu_backward(da, OPERAND_F32, h, a, ni);
-            }
-            calls++;
-        } while ((dt = bg_now() - t0) < budget / 5);
-        t[r] = dt / calls;
-    }
-    qsort(t, 5, sizeof(double), cmp_double);
+    activation_call k = {c, x, y, dx, w, dw, b, db, mean, rstd, qkv, a, da, h, cs, sn, B, T, rope};
+    const double t = median_call_s(activation_step, &k, budget);
     free(x), free(y), free(dx), free(w), free(dw), free(b), free(db), free(mean), free(rstd);
     free(qkv), free(a), free(da), free(h), free(cs), free(sn);
-    return bytes / t[2];
+    return bytes / t;
 }
 
 int plan_calibrate_shapes(plan_gemm_shape *v, const model_config *c, int B, int T) {

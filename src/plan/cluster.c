@@ -309,6 +309,15 @@ void plan_gemm_curve_finish(plan_gemm_curve *g) {
     if (g->n) g->typical_ai = exp(s / g->n);
 }
 
+void plan_cluster_scale_rates(plan_cluster *c, double share) {
+    for (int d = 0; d < PLAN_NDTYPES; d++) {
+        c->peak[d] *= share, c->attention_rate[d] *= share;
+        for (int k = 0; k < PLAN_GEMM_CLASSES; k++)
+            for (int i = 0; i < c->gemm[d][k].n; i++) c->gemm[d][k].rate[i] *= share;
+    }
+    c->mem_bw *= share, c->act_bw *= share;
+}
+
 double plan_gemm_rate(const plan_cluster *c, plan_dtype d, double M, double K, double N) {
     // The shape's class, else the nearest class with a curve.
     int cls = plan_gemm_class_of(M, K, N);

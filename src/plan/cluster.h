@@ -67,5 +67,8 @@ int plan_cluster_load(plan_cluster *c, const char *path);
 // The cluster as JSON text (caller frees); parsing it gives the same cluster.
 char *plan_cluster_to_json(const plan_cluster *c, const char *source_note);
 // The GEMM rate (FLOP/s per rank) of one (M,K)x(K,N) call in dtype d.
+// A rank given `share` times the cores the file states: every per-rank rate (peaks,
+// GEMM curves, attention, memory and activation bandwidth) times share.
+void plan_cluster_scale_rates(plan_cluster *c, double share);
 double plan_gemm_rate(const plan_cluster *c, plan_dtype d, double M, double K, double N);
 #endif

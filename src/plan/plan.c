@@ -90,18 +90,10 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
     // The node's cores and memory bandwidth are shared by its ranks: rates per rank
     // scale with the cores a rank gets (cluster files state them per rank); the memory
     // bandwidth also stops at the node's, which one core's stream does not reach R times.
+    // The elementwise kernels are bound by arithmetic over cached tensors: by the cores.
     plan_cluster scaled = *cl;
-    double share = (double)cl->ranks_per_node / R;
-    if (share != 1) {
-        for (int d = 0; d < PLAN_NDTYPES; d++) {
-            scaled.peak[d] *= share, scaled.attention_rate[d] *= share;
-            for (int k = 0; k < PLAN_GEMM_CLASSES; k++)
-                for (int i = 0; i < scaled.gemm[d][k].n; i++) scaled.gemm[d][k].rate[i] *= share;
-        }
-    }
-    scaled.mem_bw = cl->mem_bw * share;
+    plan_cluster_scale_rates(&scaled, (double)cl->ranks_per_node / R);
     if (cl->node_mem_bw > 0) scaled.mem_bw = fmin(scaled.mem_bw, cl->node_mem_bw / R);
-    scaled.act_bw = cl->act_bw * share;  // bound by arithmetic over cached tensors: by the cores
     r->zero = dp > 1 && l->zero != 0;
     plan_memory(&r->mem, c, l, ep, r->zero, R);
     memory_report *m = &r->mem;
