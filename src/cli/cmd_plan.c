@@ -6,6 +6,7 @@
 #include "model/config.h"
 #include "plan/calibrate.h"
 #include "plan/plan.h"
+#include "train/optimizer_rate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,10 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     }
     fprintf(stderr, "plan: timing GEMMs on %d of %ld cores...\n", threads, cores);
     plan_calibrate_compute(&cl, c, B, T, threads, 60);
+    // The optimizer's passes at a rank's threads and at the node's cores, over 64M
+    // elements (4 arrays of 256 MiB, as a model's: at 16M the node's rate came out higher).
+    cl.opt_bw = optimizer_bytes_per_s((size_t)64 << 20, threads);
+    cl.node_opt_bw = cores > threads ? optimizer_bytes_per_s((size_t)64 << 20, (int)cores) : cl.opt_bw;
     double bw = 0, lat = 0, gap = 0, sync = 0;
     fprintf(stderr, "plan: probing links with mpirun -np 2...\n");
     if (probe_links(NULL, &bw, &lat, &gap, &sync) != BG_OK) {
@@ -145,10 +150,10 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     }
     free(json);
     fprintf(stderr, "plan: wrote %s (fp32 peak %.3g, bf16 peak %.3g GFLOP/s, memory %.3g GB/s (node %.3g), "
-                    "elementwise kernels %.3g GB/s, "
+                    "elementwise kernels %.3g GB/s, optimizer %.3g GB/s (node %.3g), "
                     "links %.3g GB/s, %.3g us; inter-node %.3g GB/s, %.3g us, gap %.3g us, sync %.3g us)\n", out,
             cl.peak[PLAN_FP32] / 1e9, cl.peak[PLAN_BF16] / 1e9, cl.mem_bw / 1e9, cl.node_mem_bw / 1e9,
-            cl.act_bw / 1e9,
+            cl.act_bw / 1e9, cl.opt_bw / 1e9, cl.node_opt_bw / 1e9,
             bw / 1e9, lat * 1e6,
             cl.inter_bw / 1e9, cl.inter_lat * 1e6, cl.inter_gap * 1e6, cl.inter_sync * 1e6);
     return 0;

@@ -52,12 +52,19 @@ static void operands_free(operands *x) {
 
 // Between two uses of a weight a step streams the rest of the model, so every GEMM
 // finds its operands in memory, not in cache: before each timed product a streaming
-// pass over FLUSH_FLOATS floats evicts them (AMX's bf16 GEMMs on the experts' skinny
-// shapes run at about half their hot-cache rate then, fp32 ones a little slower).
-enum { FLUSH_FLOATS = 8 << 20 };
+// pass over flush_floats() floats evicts them (AMX's bf16 GEMMs on the experts' skinny
+// shapes run at about half their hot-cache rate then). Three times the last-level
+// cache: a pass the size of the cache (AMD's L3 holds what L2 evicts) left the expert
+// weights of one expert mostly cached, timed as fast as reused ones.
+static size_t flush_floats(void) {
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    size_t bytes = l3 > 0 ? 3 * (size_t)l3 : 0;
+    if (bytes < ((size_t)32 << 20)) bytes = (size_t)32 << 20;
+    return bytes / 4;
+}
 
-static void flush(float *f) {
-    for (size_t i = 0; i < FLUSH_FLOATS / 2; i++) f[i] = 1.0001f * f[i + FLUSH_FLOATS / 2] + f[i];
+static void flush(float *f, size_t n) {
+    for (size_t i = 0; i < n / 2; i++) f[i] = 1.0001f * f[i + n / 2] + f[i];
 }
 
 // The median of 5 samples, each of calls for at least `sample` seconds, flushes included: a
@@ -67,7 +74,7 @@ static void flush(float *f) {
 // backward's data product and its weight product (oneDNN runs them through different
 // kernels, the backward ones slower on skinny shapes), each after a flush and timed
 // without it; the rate is the triple's FLOPs over its time.
-static double time_gemm(kernel_ctx *kc, const shape *s, float *fl, double sample) {
+static double time_gemm(kernel_ctx *kc, const shape *s, float *fl, size_t nfl, double sample) {
     operands x;
     operands_alloc(&x, s, kernel_ctx_operand_format(kc));
     matmul_weights_changed(kc);
@@ -76,11 +83,11 @@ static double time_gemm(kernel_ctx *kc, const shape *s, float *fl, double sample
         double dt = 0, start = bg_now();
         long calls = 0;
         do {
-            flush(fl);
+            flush(fl, nfl);
             double t0 = bg_now();
             matmul_forward_op(kc, x.o, matmul_rounded(x.a), x.w, s->M, s->K, s->N);
             double t1 = bg_now();
-            flush(fl);
+            flush(fl, nfl);
             double t2 = bg_now();
             matmul_backward_op(kc, x.da, MATMUL_WRITE, x.dw, matmul_rounded(x.dout),
                                matmul_rounded(x.a), x.w, s->M, s->K, s->N);
@@ -275,8 +282,9 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
     bg_threads_set(threads);
     shape v[PLAN_CALIBRATE_SHAPES];
     int n = plan_calibrate_shapes(v, c, B, T);
-    float *fl = bg_aligned_alloc((size_t)FLUSH_FLOATS * 4);
-    memset(fl, 0, (size_t)FLUSH_FLOATS * 4);
+    const size_t nfl = flush_floats();
+    float *fl = bg_aligned_alloc(nfl * 4);
+    memset(fl, 0, nfl * 4);
     const bg_dtype dts[3] = {BG_FP32, BG_BF16, BG_FP16};
     const plan_dtype pd[3] = {PLAN_FP32, PLAN_BF16, PLAN_FP16};
     for (int d = 0; d < 3; d++) {
@@ -285,7 +293,7 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
         for (int k = 0; k < PLAN_GEMM_CLASSES; k++) cl->gemm[pd[d]][k].n = 0;
         for (int i = 0; i < n; i++) {
             plan_gemm_curve *g = &cl->gemm[pd[d]][plan_gemm_class_of(v[i].M, v[i].K, v[i].N)];
-            double r = time_gemm(kc, &v[i], fl, 0.8 * seconds / (3.0 * 5 * n));
+            double r = time_gemm(kc, &v[i], fl, nfl, 0.8 * seconds / (3.0 * 5 * n));
             g->flops[g->n] = v[i].flops, g->ai[g->n] = plan_gemm_ai(v[i].M, v[i].K, v[i].N);
             g->rate[g->n++] = r;
             if (r > peak) peak = r;

@@ -103,7 +103,7 @@ static int parse_curve(plan_gemm_curve *g, const cJSON *arr, const char *dt, con
 
 static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
     static const char *const top[] = {"name", "sources", "notes", "assumptions", "nodes", "ranks_per_node",
-        "cores_per_rank", "node_memory_bandwidth", "activation_bandwidth", "peak_flops", "gemm", "gemm_efficiency", "attention_efficiency", "attention_rate",
+        "cores_per_rank", "node_memory_bandwidth", "activation_bandwidth", "optimizer_bandwidth", "node_optimizer_bandwidth", "peak_flops", "gemm", "gemm_efficiency", "attention_efficiency", "attention_rate",
         "memory_per_node", "memory_bandwidth", "intra_node", "inter_node", "topology", NULL};
     static const char *const link[] = {"bandwidth", "latency", "gap", "sync", NULL};
     static const char *const topo[] = {"supernode_nodes", "oversubscription", NULL};
@@ -163,7 +163,9 @@ static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
     if (get_num(root, "memory_per_node", "", origin, 1, 1, &c->mem_per_node) ||
         get_num(root, "memory_bandwidth", "", origin, 1, 1, &c->mem_bw) ||
         get_num(root, "node_memory_bandwidth", "", origin, 0, 1, &c->node_mem_bw) ||
-        get_num(root, "activation_bandwidth", "", origin, 0, 1, &c->act_bw))
+        get_num(root, "activation_bandwidth", "", origin, 0, 1, &c->act_bw) ||
+        get_num(root, "optimizer_bandwidth", "", origin, 0, 1, &c->opt_bw) ||
+        get_num(root, "node_optimizer_bandwidth", "", origin, 0, 1, &c->node_opt_bw))
         return BG_ERR;
     if (get_object(root, "intra_node", origin, 1, &intra) || check_keys(intra, link, "intra_node.", origin) ||
         get_num(intra, "bandwidth", "intra_node.", origin, 1, 1, &c->intra_bw) ||
@@ -274,6 +276,8 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
     add_number(root, "memory_bandwidth", c->mem_bw);
     if (c->node_mem_bw > 0) add_number(root, "node_memory_bandwidth", c->node_mem_bw);
     if (c->act_bw > 0) add_number(root, "activation_bandwidth", c->act_bw);
+    if (c->opt_bw > 0) add_number(root, "optimizer_bandwidth", c->opt_bw);
+    if (c->node_opt_bw > 0) add_number(root, "node_optimizer_bandwidth", c->node_opt_bw);
     cJSON *in = cJSON_AddObjectToObject(root, "intra_node"), *out = cJSON_AddObjectToObject(root, "inter_node");
     add_number(in, "bandwidth", c->intra_bw);
     add_number(in, "latency", c->intra_lat);
@@ -315,7 +319,7 @@ void plan_cluster_scale_rates(plan_cluster *c, double share) {
         for (int k = 0; k < PLAN_GEMM_CLASSES; k++)
             for (int i = 0; i < c->gemm[d][k].n; i++) c->gemm[d][k].rate[i] *= share;
     }
-    c->mem_bw *= share, c->act_bw *= share;
+    c->mem_bw *= share, c->act_bw *= share, c->opt_bw *= share;
 }
 
 double plan_gemm_rate(const plan_cluster *c, plan_dtype d, double M, double K, double N) {

@@ -48,6 +48,10 @@ typedef struct {
                                         // the ranks of a node share it (0: mem_bw x ranks)
     double act_bw;                      // bytes/s per rank of the elementwise kernels at
                                         // the model's shape (0: mem_bw)
+    double opt_bw;                      // bytes/s per rank of the optimizer's passes
+                                        // (zeroing, norm, AdamW; 0: mem_bw)
+    double node_opt_bw;                 // the same with every core of the node (0: opt_bw
+                                        // x ranks)
     double intra_bw, intra_lat;         // per rank, inside a node
     double inter_bw, inter_lat;         // per node (its links), between nodes
     // What each further message of a phase costs its sender (s); absent from a file:

@@ -272,7 +272,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     // AdamW reads p, g, m, v and writes p, m, v over the owned elements; gradients are
     // zeroed and the norm reads the owned slice; fp16 checks every gradient.
     double opt_bytes = 28.0 * owned + 4.0 * numel + 4.0 * owned + (l->dtype == PLAN_FP16 ? 4.0 * numel : 0);
-    r->optimizer_s = opt_bytes / cl->mem_bw;
+    r->optimizer_s = opt_bytes / (cl->opt_bw > 0 ? cl->opt_bw : cl->mem_bw);
     r->step_s = micro * micro_s + r->bubble_s + r->grad_s - r->grad_hidden_s + r->optimizer_s;
     r->a2a_bytes_inter = a2a_inter * micro, r->a2a_bytes_intra = a2a_intra * micro;
     double tokens = N * micro * dp;

@@ -30,6 +30,8 @@ mk curve_point 'c["gemm"]["fp32"] = [[1e8, -1]]'
 mk curve_ai 'c["gemm"]["fp32"] = [[1e8, 1e11, 0]]'
 mk node_bw 'c["node_memory_bandwidth"] = -1'
 mk act_bw 'c["activation_bandwidth"] = 0'
+mk opt_bw 'c["optimizer_bandwidth"] = -2e10'
+mk node_opt_bw 'c["node_optimizer_bandwidth"] = "fast"'
 mk curve_no_peak 'c["gemm"]["fp16"] = [[1e8, 1e11]]'
 mk frac_nodes 'c["nodes"] = 2.5'
 mk oversub 'c["topology"]["oversubscription"] = 0.5'
@@ -54,6 +56,8 @@ expect curve-order 'increasing flops' -- run "$D/curve_order.json"
 expect curve-ai 'intensity > 0' -- run "$D/curve_ai.json"
 expect node-bw '"node_memory_bandwidth" must be' -- run "$D/node_bw.json"
 expect act-bw '"activation_bandwidth" must be positive' -- run "$D/act_bw.json"
+expect opt-bw '"optimizer_bandwidth" must be positive' -- run "$D/opt_bw.json"
+expect node-opt-bw '"node_optimizer_bandwidth" must be a number' -- run "$D/node_opt_bw.json"
 expect curve-point 'point 0 must be' -- run "$D/curve_point.json"
 expect curve-no-peak 'without "peak_flops.fp16"' -- run "$D/curve_no_peak.json"
 expect frac-nodes '"nodes" must be a whole number' -- run "$D/frac_nodes.json"

@@ -121,6 +121,22 @@ ms=$(mb "$D/act_bw_0.25.json" memory_bound_s); mf=$(mb "$D/act_bw_4.json" memory
 if awk -v a="$m0" -v b="$m1" -v c="$ms" -v d="$mf" 'BEGIN { exit !(a > 0 && b / a > 1 - 1e-5 && b / a < 1 + 1e-5 && c > a && d < a) }' &&
    [ "$(mb "$HERE/box.json" optimizer_s)" = "$(mb "$D/act_bw_0.25.json" optimizer_s)" ]
 then ok; else bad "activation bandwidth: memory-bound $m0 s without, $m1 / $ms / $mf s at 1 / 0.25 / 4 x the memory's"; fi
+# The optimizer takes optimizer_bandwidth where the file gives one: half the memory
+# bandwidth doubles its time (P = 1, one rank per node); node_optimizer_bandwidth caps
+# what two ranks of a node get (each half the node's); the memory-bound term stays.
+python3 - "$HERE/box.json" "$D" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["optimizer_bandwidth"] = c["memory_bandwidth"] / 2
+json.dump(c, open(f"{sys.argv[2]}/opt_bw.json", "w"))
+c["node_optimizer_bandwidth"] = c["optimizer_bandwidth"] / 2
+json.dump(c, open(f"{sys.argv[2]}/opt_bw_node.json", "w"))
+PY
+ob() { "$BIN" plan --cluster "$1" --json --config "$CFG/m2.json" --ranks "$2" --ranks-per-node "$2" --batch-size 1 --seq-len 64 | field "$3"; }
+q0=$(ob "$HERE/box.json" 1 optimizer_s); q1=$(ob "$D/opt_bw.json" 1 optimizer_s)
+q2=$(ob "$D/opt_bw.json" 2 optimizer_s); q2n=$(ob "$D/opt_bw_node.json" 2 optimizer_s)
+if awk -v a="$q0" -v b="$q1" -v c="$q2" -v d="$q2n" 'BEGIN { exit !(a > 0 && b / a > 2 - 1e-4 && b / a < 2 + 1e-4 && d / c > 4 - 1e-3 && d / c < 4 + 1e-3) }' &&
+   [ "$(ob "$HERE/box.json" 1 memory_bound_s)" = "$(ob "$D/opt_bw.json" 1 memory_bound_s)" ]
+then ok; else bad "optimizer bandwidth: optimizer $q0 s without, $q1 s at half the memory's; P=2 $q2 s, $q2n s node-capped"; fi
 a=$(plan --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 | field activations)
 b=$(plan --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 --recompute block | field activations)
 [ "$b" -lt "$a" ] && ok || bad "recompute block activations $b not below none's $a"
