@@ -4,9 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/threads.h"
+
 #include "test_util.h"
 #include "train/adamw.h"
 #include "train/grad_norm.h"
+#include "train/optimizer_rate.h"
 #include "train/schedule.h"
 
 int main(void) {
@@ -64,5 +67,11 @@ int main(void) {
     TU_CHECK(grad_clip_scale(0.5, 1.0f) == 1.0f, "no clip below max");
     TU_CHECK(fabsf(grad_clip_scale(4.0, 1.0f) - 0.25f) < 1e-6f, "clip to max");
     TU_CHECK(grad_clip_scale(4.0, 0.0f) == 1.0f, "clip 0 disables");
+    // The planner's optimizer rate: a finite positive bytes/s on one thread and on two,
+    // the caller's thread count left as it was.
+    const int threads = bg_threads_get();
+    const double r1 = optimizer_bytes_per_s(1 << 20, 1), r2 = optimizer_bytes_per_s(1 << 20, 2);
+    TU_CHECK(isfinite(r1) && r1 > 0 && isfinite(r2) && r2 > 0, "optimizer rate %g, %g bytes/s", r1, r2);
+    TU_CHECK(bg_threads_get() == threads, "threads %d after timing, %d before", bg_threads_get(), threads);
     return tu_finish("optimizer");
 }
