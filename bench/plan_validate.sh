@@ -8,7 +8,10 @@
 # the cores; the planner gives each rank its share of the node).
 # Measured step: the median over REPS runs (default 3), alternated: every row and rank
 # count once, then again, so a drift of the shared machine spreads over all rows; a
-# run's step is the median of its steps after 2 warm-up steps. Peak RSS: rank 0's
+# run's step is the median of its steps after 2 warm-up steps. Each round of runs is
+# predicted from a calibration made just before it (the calibrated fp32 peak of one
+# machine moved 177 -> 239 GFLOP/s between runs of this script an hour apart): the
+# predicted step is the median of the rounds' predictions. Peak RSS: rank 0's
 # peak_rss_mib, the median over the runs. Predicted RSS = the memory report's total + the process's
 # base (libraries, MPI, thread stacks), taken once from tiny_moe at P=1 (one process)
 # and P=2 (MPI) — those two rows are marked "base" and carry no memory error.
@@ -41,9 +44,11 @@ PY
 # name config seq per-rank-batch extra-flags
 ROWS=${ROWS:-"tiny_moe:32:4: m1:128:2: m2:128:2: m2_bf16:128:2:--dtype_bf16 m2_dense:128:2: m2_fine:128:2: m2_switch:128:2: m2_swipe:128:2: m2_cap1:128:2:"}
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; commit $(git -C "$ROOT" rev-parse --short HEAD); load $(cut -d' ' -f1-3 /proc/loadavg)"
-t0=$(date +%s)
-"$BIN" plan --calibrate --threads 1 --config "$D/m1.json" --batch-size 2 --seq-len 128 --out "$D/this.json" 2>"$D/cal.err" || { cat "$D/cal.err"; exit 1; }
-echo "calibration: $(tail -1 "$D/cal.err" | sed 's/^plan: //') in $(( $(date +%s) - t0 )) s"
+calibrate() {
+  local t0; t0=$(date +%s)
+  "$BIN" plan --calibrate --threads 1 --config "$D/m1.json" --batch-size 2 --seq-len 128 --out "$1" 2>"$D/cal.err" || { cat "$D/cal.err"; exit 1; }
+  echo "calibration $2: $(tail -1 "$D/cal.err" | sed 's/^plan: //') in $(( $(date +%s) - t0 )) s"
+}
 median() { grep -o "\"step_s\":[0-9.e+-]*" "$1" | cut -d: -f2 | tail -n +3 | sort -g |
            awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 # The experts' load variation the run had: the mean over layers of load_cv, the median
@@ -53,6 +58,7 @@ load_cv() { { grep -o '"load_cv":\[[0-9.,]*\]' "$1" || true; } | tail -n +3 | se
             awk '{a[NR]=$1} END {print NR ? ((NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2) : 0}'; }
 : >"$D/rows"
 for rep in $(seq 1 "$REPS"); do
+calibrate "$D/this-$rep.json" "$rep"
 for row in $ROWS; do
   IFS=: read -r name seq B extra <<<"$row"
   cfg=${name%_bf16}
@@ -68,29 +74,37 @@ for row in $ROWS; do
     meas=$(median "$D/log.jsonl")
     rss=$(tail -1 "$D/log.jsonl" | grep -o '"peak_rss_mib":[0-9.]*' | cut -d: -f2)
     cv=$(load_cv "$D/log.jsonl")
-    [ -f "$D/pred-$name-$P.json" ] || "$BIN" plan "${args[@]}" --cluster "$D/this.json" --ranks "$P" --json >"$D/pred-$name-$P.json"
-    echo "$name $P $meas $rss $D/pred-$name-$P.json $cv ${args[*]}" >>"$D/rows"
+    "$BIN" plan "${args[@]}" --cluster "$D/this-$rep.json" --ranks "$P" --json >"$D/pred-$name-$P-$rep.json"
+    echo "$name $P $meas $rss $D/pred-$name-$P-$rep.json $D/this-$rep.json $cv ${args[*]}" >>"$D/rows"
   done
 done
 done
-python3 - "$D/rows" "$BIN" "$D/this.json" <<'PY'
+python3 - "$D/rows" "$BIN" <<'PY'
 import json, subprocess, sys
 from statistics import median as med
-runs = {}  # (name, P) -> [steps of its runs], [RSS of its runs], the prediction, [load cv], args
+# (name, P) -> [steps of its runs], [RSS of its runs], [the rounds' predictions],
+# [their calibrations], [load cv], args
+runs = {}
 for line in open(sys.argv[1]):
-    name, P, meas, rss, pred, cv, *args = line.split()
-    r = runs.setdefault((name, int(P)), [[], [], json.load(open(pred)), [], args])
-    r[0].append(float(meas)), r[1].append(float(rss)), r[3].append(float(cv))
-# The same prediction told the routing the runs had (--load-cv: the median of the runs').
-def given_cv(P, cv, args):
+    name, P, meas, rss, pred, cal, cv, *args = line.split()
+    r = runs.setdefault((name, int(P)), [[], [], [], [], [], args])
+    r[0].append(float(meas)), r[1].append(float(rss)), r[2].append(json.load(open(pred)))
+    r[3].append(cal), r[4].append(float(cv))
+# A round's prediction told the routing its run had (--load-cv).
+def given_cv(P, cv, cal, args):
     if cv <= 0: return None
-    out = subprocess.run([sys.argv[2], "plan", *args, "--cluster", sys.argv[3], "--ranks", str(P),
+    out = subprocess.run([sys.argv[2], "plan", *args, "--cluster", cal, "--ranks", str(P),
                           "--load-cv", f"{cv:.4f}", "--json"], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)["step_s"]
-rows = [(name, P, med(m), med(r), p, med(c), given_cv(P, med(c), a))
-        for (name, P), (m, r, p, c, a) in runs.items()]
+def median_pred(ps):  # the round whose predicted step is the median (its terms shown)
+    return sorted(ps, key=lambda p: p["step_s"])[(len(ps) - 1) // 2] if len(ps) % 2 else \
+        dict(sorted(ps, key=lambda p: p["step_s"])[len(ps) // 2 - 1], step_s=med([p["step_s"] for p in ps]))
+rows = []
+for (name, P), (m, r, ps, cals, c, a) in runs.items():
+    gc = [given_cv(P, cv, cal, a) for cv, cal in zip(c, cals)]
+    rows.append((name, P, med(m), med(r), median_pred(ps), med(c), med(gc) if gc[0] is not None else None))
 n_runs = min(len(v[0]) for v in runs.values())
-print(f"measured: the median of {n_runs} alternated runs per row")
+print(f"measured: the median of {n_runs} alternated runs per row; predicted: the median of their rounds' predictions")
 MiB = 1024 * 1024
 base = {}
 for name, P, meas, rss, p, *_ in rows:
