@@ -1,6 +1,6 @@
 // The model's GEMM shapes through both f32 GEMMs (BAGUALU_GEMM's own and onednn), by
 // CPU time, against the one-thread AVX-512 FMA peak measured in the same run.
-//   bench_gemm [--threads 1] [--reps 3] [--shapes m1|m3|all]
+//   bench_gemm [--threads 1] [--reps 3] [--shapes m1|m3|gpt2|all]
 // GFLOP/s per core = flops / process CPU seconds (every thread of the team, spinning
 // included), so a 2-thread figure is per core too and % of peak compares directly.
 // Runs alternate own/onednn and report medians.
@@ -36,6 +36,12 @@ static const shape SHAPES[] = {
     {"m3", "expert", 384, 512, 512},
     {"m3", "expert-out", 384, 256, 512},
     {"m3", "lm-head", 1024, 512, 32768},
+    {"gpt2", "qkv", 256, 768, 2304},
+    {"gpt2", "attn-out", 256, 768, 768},
+    {"gpt2", "fc", 256, 768, 3072},
+    {"gpt2", "fc-out", 256, 3072, 768},
+    {"gpt2", "lm-head", 256, 768, 50257},
+    {"gpt2", "fc-out", 2048, 3072, 768},
 };
 
 enum { KIND_FWD, KIND_DATA, KIND_WEIGHTS };
