@@ -47,18 +47,19 @@ double plan_allreduce_s(const plan_cluster *cl, int R, double bytes, int n, int 
 }
 
 // One phase of an exchange in which a rank sends n_in intra-node and n_out inter-node
-// messages together: the first costs a latency, each further one a gap. The first
-// phase of an exchange also waits sync·R (R > 0) for its ranks to get a core (emulated
-// nodes sharing cores; the file's sync is per rank per node): ranks arrive from their
-// compute at different times; the phases after it find them already waiting in the
-// exchange (R = 0 there). With gap = latency and no sync this is one latency a
-// message, as messages sent one by one.
-static double phase_s(const plan_cluster *cl, double n_in, double n_out, int R) {
+// messages together: the first costs a latency, each further one a gap. With gap =
+// latency this is one latency a message, as messages sent one by one.
+static double phase_s(const plan_cluster *cl, double n_in, double n_out) {
     if (n_in + n_out <= 0) return 0;
     double first = n_out > 0 ? cl->inter_lat : cl->intra_lat;
-    double more = n_in * cl->intra_gap + n_out * cl->inter_gap - (n_out > 0 ? cl->inter_gap : cl->intra_gap);
-    return first + more + cl->inter_sync * R;
+    return first + n_in * cl->intra_gap + n_out * cl->inter_gap - (n_out > 0 ? cl->inter_gap : cl->intra_gap);
 }
+
+// What an exchange waits, once, for its ranks to get a core (emulated nodes sharing
+// cores; the file's sync is per rank per node, R ranks per node): they arrive from
+// their compute at different times; the phases after the first find them already
+// waiting in the exchange.
+static double sync_s(const plan_cluster *cl, int R) { return cl->inter_sync * R; }
 
 // One trip of expert rows: b bytes sent per rank in an EP group of `ep` ranks, r_in of
 // them on this node, R ranks per node sharing its links. The receiving side's
@@ -76,7 +77,7 @@ static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep
         // the node's inter bytes through the leader.
         return imb * (b * f_intra / cl->intra_bw + 2 * (r_in - 1) * b * f_inter / cl->intra_bw +
                       inter_s(cl, R * b * f_inter, g)) +
-               phase_s(cl, 2 * (r_in - 1), 0, R) + phase_s(cl, 0, g - 1, 0) + phase_s(cl, r_in - 1, 0, 0);
+               phase_s(cl, 2 * (r_in - 1), 0) + phase_s(cl, 0, g - 1) + phase_s(cl, r_in - 1, 0) + sync_s(cl, R);
     case PLAN_A2A_2D: {
         // Two dimensions: first among the group's ranks of one supernode (one node's
         // where the cluster has no supernodes), to the rank that shares the
@@ -85,11 +86,11 @@ static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep
         double d1 = fmin(ep, (double)r_in * S), d2 = ceil(ep / d1);
         double t1 = b * (r_in - 1) / d1 / cl->intra_bw + R * b * (d1 - r_in) / d1 / cl->inter_bw;
         double t2 = d2 > 1 ? R * b * (d2 - 1) / d2 * (S > 1 ? cl->oversubscription : 1) / cl->inter_bw : 0;
-        return imb * (t1 + t2) + phase_s(cl, r_in - 1, d1 - r_in, R) + phase_s(cl, 0, d2 - 1, 0);
+        return imb * (t1 + t2) + phase_s(cl, r_in - 1, d1 - r_in) + phase_s(cl, 0, d2 - 1) + sync_s(cl, R);
     }
     default:
         return imb * fmax(b * f_intra / cl->intra_bw, inter_s(cl, R * b * f_inter, g)) +
-               phase_s(cl, r_in - 1, ep - r_in, R);
+               phase_s(cl, r_in - 1, ep - r_in) + sync_s(cl, R);
     }
 }
 
@@ -205,7 +206,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
                 double b = Nm * k * keep * row_bytes, trips = 4 + 2 * rec;
                 a2a_s += trips * a2a_trip_s(cl, l->a2a, b, EP, r_in, R, imb);
                 // the count exchange and the balance statistics' all-reduce
-                a2a_s += phase_s(cl, r_in - 1, EP - r_in, R);
+                a2a_s += phase_s(cl, r_in - 1, EP - r_in) + sync_s(cl, R);
                 a2a_intra += trips * b * (r_in - 1) / EP;
                 a2a_inter += trips * b * (EP - r_in) / EP;
             }

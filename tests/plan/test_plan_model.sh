@@ -139,19 +139,22 @@ if awk -v a="$q0" -v b="$q1" -v c="$q2" -v d="$q2n" 'BEGIN { exit !(a > 0 && b /
 then ok; else bad "optimizer bandwidth: optimizer $q0 s without, $q1 s at half the memory's; P=2 $q2 s, $q2n s node-capped"; fi
 # The phase wait (inter_node.sync) is paid once per exchange, when its ranks arrive from
 # their compute, whatever the algorithm's phases after it: it adds the same time to
-# flat, hierarchical and 2d (2 nodes of 2 ranks, EP 4).
+# flat, hierarchical and 2d (EP 4 on 2 nodes of 2 ranks, and on 4 nodes of 1, where the
+# hierarchical exchange has no intra-node phase).
 python3 - "$HERE/box.json" "$D" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1])); c["inter_node"]["sync"] = 1e-3
 json.dump(c, open(f"{sys.argv[2]}/sync.json", "w"))
 PY
-a2a() { "$BIN" plan --cluster "$1" --json --config "$CFG/m2.json" --ranks 4 --ranks-per-node 2 --expert-parallel 4 --batch-size 2 --seq-len 128 --a2a "$2" | field a2a_s; }
-added=""
-for alg in flat hierarchical 2d; do
-  added="$added $(awk -v a="$(a2a "$HERE/box.json" $alg)" -v b="$(a2a "$D/sync.json" $alg)" 'BEGIN { print b - a }')"
+a2a() { "$BIN" plan --cluster "$1" --json --config "$CFG/m2.json" --ranks 4 --ranks-per-node "$3" --expert-parallel 4 --batch-size 2 --seq-len 128 --a2a "$2" | field a2a_s; }
+for rpn in 2 1; do
+  added=""
+  for alg in flat hierarchical 2d; do
+    added="$added $(awk -v a="$(a2a "$HERE/box.json" $alg $rpn)" -v b="$(a2a "$D/sync.json" $alg $rpn)" 'BEGIN { print b - a }')"
+  done
+  if awk -v l="$added" 'BEGIN { n = split(l, x, " "); exit !(n == 3 && x[1] > 0 && x[2] / x[1] > 1 - 1e-4 && x[2] / x[1] < 1 + 1e-4 && x[3] / x[1] > 1 - 1e-4 && x[3] / x[1] < 1 + 1e-4) }'
+  then ok; else bad "sync, $rpn ranks per node: added to flat, hierarchical, 2d:$added s (one wait per exchange each)"; fi
 done
-if awk -v l="$added" 'BEGIN { n = split(l, x, " "); exit !(n == 3 && x[1] > 0 && x[2] / x[1] > 1 - 1e-4 && x[2] / x[1] < 1 + 1e-4 && x[3] / x[1] > 1 - 1e-4 && x[3] / x[1] < 1 + 1e-4) }'
-then ok; else bad "sync: added to flat, hierarchical, 2d:$added s (one wait per exchange each)"; fi
 a=$(plan --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 | field activations)
 b=$(plan --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 --recompute block | field activations)
 [ "$b" -lt "$a" ] && ok || bad "recompute block activations $b not below none's $a"
