@@ -1,9 +1,10 @@
 // Which f32 GEMM the matmul runs: bagualu's own AVX-512 kernel (gemm_f32_avx512.c) on
 // Intel CPUs with AVX-512F, where it beats oneDNN 2.6's f32 GEMM at the model's shapes
 // (BENCHMARKS.md, issue 19); oneDNN elsewhere, AMD's Zen 4/5 included, where oneDNN
-// was measured near the FMA peak and the own kernel was not measured. Decided from the CPU flags alone, never by
-// timing, so a run and its resume sum in the same order; BAGUALU_GEMM=own|onednn forces
-// one for tests and benchmarks.
+// was measured near the FMA peak and the own kernel, faster on some forward products and
+// slower on the data gradients, was no faster over whole steps on Zen 5. Decided from
+// the CPU flags alone, never by timing, so a run and its resume sum in the same order;
+// BAGUALU_GEMM=own|onednn forces one for tests and benchmarks.
 #include <cpuid.h>
 #include <stdlib.h>
 #include <string.h>
