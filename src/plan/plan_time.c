@@ -61,11 +61,11 @@ static double phase_s(const plan_cluster *cl, double n_in, double n_out) {
 // waiting in the exchange.
 static double sync_s(const plan_cluster *cl, int R) { return cl->inter_sync * R; }
 
-// One trip of expert rows: b bytes sent per rank in an EP group of `ep` ranks, r_in of
-// them on this node, R ranks per node sharing its links. The receiving side's
-// imbalance scales the bandwidth terms.
-static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep, int r_in, int R,
-                         double imb) {
+// One trip of expert rows, less the exchange's wait: b bytes sent per rank in an EP
+// group of `ep` ranks, r_in of them on this node, R ranks per node sharing its links.
+// The receiving side's imbalance scales the bandwidth terms.
+static double a2a_trip_moves_s(const plan_cluster *cl, plan_a2a algo, double b, int ep, int r_in, int R,
+                               double imb) {
     if (ep <= 1 || b <= 0) return 0;
     double g = ceil((double)ep / r_in);
     double f_intra = (double)(r_in - 1) / ep, f_inter = (double)(ep - r_in) / ep;
@@ -77,7 +77,7 @@ static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep
         // the node's inter bytes through the leader.
         return imb * (b * f_intra / cl->intra_bw + 2 * (r_in - 1) * b * f_inter / cl->intra_bw +
                       inter_s(cl, R * b * f_inter, g)) +
-               phase_s(cl, 2 * (r_in - 1), 0) + phase_s(cl, 0, g - 1) + phase_s(cl, r_in - 1, 0) + sync_s(cl, R);
+               phase_s(cl, 2 * (r_in - 1), 0) + phase_s(cl, 0, g - 1) + phase_s(cl, r_in - 1, 0);
     case PLAN_A2A_2D: {
         // Two dimensions: first among the group's ranks of one supernode (one node's
         // where the cluster has no supernodes), to the rank that shares the
@@ -86,11 +86,11 @@ static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep
         double d1 = fmin(ep, (double)r_in * S), d2 = ceil(ep / d1);
         double t1 = b * (r_in - 1) / d1 / cl->intra_bw + R * b * (d1 - r_in) / d1 / cl->inter_bw;
         double t2 = d2 > 1 ? R * b * (d2 - 1) / d2 * (S > 1 ? cl->oversubscription : 1) / cl->inter_bw : 0;
-        return imb * (t1 + t2) + phase_s(cl, r_in - 1, d1 - r_in) + phase_s(cl, 0, d2 - 1) + sync_s(cl, R);
+        return imb * (t1 + t2) + phase_s(cl, r_in - 1, d1 - r_in) + phase_s(cl, 0, d2 - 1);
     }
     default:
         return imb * fmax(b * f_intra / cl->intra_bw, inter_s(cl, R * b * f_inter, g)) +
-               phase_s(cl, r_in - 1, ep - r_in) + sync_s(cl, R);
+               phase_s(cl, r_in - 1, ep - r_in);
     }
 }
 
@@ -204,7 +204,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
             }
             if (EP > 1) {
                 double b = Nm * k * keep * row_bytes, trips = 4 + 2 * rec;
-                a2a_s += trips * a2a_trip_s(cl, l->a2a, b, EP, r_in, R, imb);
+                a2a_s += trips * (a2a_trip_moves_s(cl, l->a2a, b, EP, r_in, R, imb) + sync_s(cl, R));
                 // the count exchange and the balance statistics' all-reduce
                 a2a_s += phase_s(cl, r_in - 1, EP - r_in) + sync_s(cl, R);
                 a2a_intra += trips * b * (r_in - 1) / EP;
