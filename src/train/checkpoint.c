@@ -197,13 +197,14 @@ int ckpt_saver_begin(ckpt_saver *s) {
     char tmpname[80];
     snprintf(tmpname, sizeof tmpname, ".tmp-%s", s->name);
     int rc = io_path_join(s->tmp, sizeof s->tmp, s->save_dir, tmpname);
-    // Rank 0 prepares the directory every rank writes into.
+    // Rank 0 prepares the directory every rank writes into. The save directory itself
+    // is never created here: one that vanished mid-run must stop the run, not come back
+    // empty (a check before this call alone leaves a window for the directory to go).
     if (rc == BG_OK && s->shard.plan.rank == 0) {
-        if (mkdir(s->save_dir, 0755) != 0 && errno != EEXIST)
-            rc = bg_error("%s: cannot create save directory (%s)", s->save_dir, strerror(errno));
-        if (rc == BG_OK) remove_stale_tmp(s->save_dir);
-        if (rc == BG_OK && mkdir(s->tmp, 0755) != 0)
-            rc = bg_error("%s: cannot create checkpoint directory (%s)", s->tmp, strerror(errno));
+        remove_stale_tmp(s->save_dir);
+        if (mkdir(s->tmp, 0755) != 0)
+            rc = errno == ENOENT ? bg_error("the save directory has vanished (%s)", strerror(errno))
+                                 : bg_error("%s: cannot create checkpoint directory (%s)", s->tmp, strerror(errno));
     }
     if (agree_msg(s->world, rc) != BG_OK) return not_saved(s);
     s->pending = 1;
@@ -222,7 +223,11 @@ int ckpt_saver_begin(ckpt_saver *s) {
 
 int ckpt_save(const trainer *tr, const char *save_dir) {
     ckpt_saver *s = ckpt_saver_new(tr, save_dir, 0, 0);
-    int rc = ckpt_saver_begin(s);
+    int rc = BG_OK;
+    if (tr->rank == 0 && mkdir(save_dir, 0755) != 0 && errno != EEXIST)
+        rc = bg_error("%s: cannot create save directory (%s)", save_dir, strerror(errno));
+    rc = agree_msg(s->world, rc);
+    if (rc == BG_OK) rc = ckpt_saver_begin(s);
     ckpt_saver_free(s);
     return rc;
 }
