@@ -32,11 +32,7 @@ static MPI_Datatype elem_type(enum red_kind k) {
 static void combine(enum red_kind k, void *out, const void *parts, size_t n, size_t stride, int P) {
     switch (k) {
     case SUM_F32: {
-        float *o = out;
-        const float *p = parts;
-        memcpy(o, p, n * sizeof *o);
-        for (int r = 1; r < P; r++)
-            for (size_t i = 0; i < n; i++) o[i] += p[r * stride + i];
+        dist_sum_rank_order_f32(out, parts, stride, P, 0, NULL, n);
         break;
     }
     case SUM_F64: {

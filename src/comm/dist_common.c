@@ -107,6 +107,35 @@ size_t dist_shard_piece_elems(int P, size_t n, size_t bucket_bytes) {
     return e;
 }
 
+// Block by block through an accumulator in L1, so that every part is read once and out
+// written once: the sum is bound by memory traffic, which a copy and P - 1 passes over
+// out (28 bytes an element for P = 2, against 12) multiplied.
+static const float *rank_part(const float *parts, size_t stride, int r, int me, const float *own) {
+    return own && r == me ? own : parts + (size_t)r * stride;
+}
+
+void dist_sum_rank_order_f32(float *out, const float *parts, size_t stride, int P, int me,
+                             const float *own, size_t n) {
+    enum { BLOCK = 8192 };  // 32 KiB; smaller blocks cut the prefetchers' streams short
+    float acc[BLOCK];
+    const float *x0 = rank_part(parts, stride, 0, me, own);
+    const float *x1 = P > 1 ? rank_part(parts, stride, 1, me, own) : x0;
+    for (size_t lo = 0; lo < n; lo += BLOCK) {
+        const size_t m = n - lo < BLOCK ? n - lo : BLOCK;
+        if (P == 1) memcpy(acc, x0 + lo, m * sizeof(float));
+        else {
+            #pragma omp simd
+            for (size_t i = 0; i < m; i++) acc[i] = x0[lo + i] + x1[lo + i];
+        }
+        for (int r = 2; r < P; r++) {
+            const float *x = rank_part(parts, stride, r, me, own) + lo;
+            #pragma omp simd
+            for (size_t i = 0; i < m; i++) acc[i] += x[i];
+        }
+        memcpy(out + lo, acc, m * sizeof(float));
+    }
+}
+
 size_t dist_allreduce_scratch_bytes(int P, size_t n, size_t elem_bytes, size_t bucket_bytes) {
     if (P <= 1 || n == 0) return 0;
     size_t b = dist_bucket_elems(bucket_bytes, elem_bytes), m = n < b ? n : b;

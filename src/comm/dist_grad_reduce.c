@@ -166,12 +166,7 @@ static void bucket_phase1_done(dist_grad_reduce *h, int idx) {
     size_t lo, mine = bucket_seg(h, k, me, &lo);
     if (mine) {
         float *parts = h->ring + k->ring_off, *o = h->buf + lo;
-        memcpy(parts + (size_t)me * mine, o, mine * sizeof(float));
-        memcpy(o, parts, mine * sizeof(float));
-        for (int r = 1; r < P; r++) {
-            const float *p = parts + (size_t)r * mine;
-            for (size_t i = 0; i < mine; i++) o[i] += p[i];
-        }
+        dist_sum_rank_order_f32(o, parts, mine, P, me, o, mine);
         k->ring = RING_FREED;
         ring_release(h);
     }

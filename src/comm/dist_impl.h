@@ -64,6 +64,11 @@ void *dist_scratch(dist_comm *c, int slot, size_t bytes);
 // allocating code and the scratch size functions of dist.h share them.
 size_t dist_bucket_elems(size_t bucket_bytes, size_t elem_bytes);
 size_t dist_shard_piece_elems(int P, size_t n, size_t bucket_bytes);
+// out = ((x0 + x1) + x2) + ... over the ranks' parts (x_r = parts + r·stride, or own for
+// r == me when own is not NULL; out may be own): the one order every reduction sums in,
+// so all give the same bits.
+void dist_sum_rank_order_f32(float *out, const float *parts, size_t stride, int P, int me,
+                             const float *own, size_t n);
 // The overlapped gradient reduction (dist_grad_reduce.c) receives into DIST_GRAD_SLOTS
 // slots of P pieces: a reduce-scatter piece cut in DIST_GRAD_SLOTS, so its scratch is
 // about the reduce-scatter's while that many buckets can be in flight.

@@ -72,12 +72,7 @@ void dist_reduce_scatter_sum_f32(dist_comm *c, float *buf, size_t n) {
             if (!mine) continue;
             // ((x0 + x1) + x2) + ...: the all-reduce's order, so the same bits.
             float *o = buf + mlo;
-            memcpy(parts + (size_t)me * chunk, o, mine * sizeof(float));
-            memcpy(o, parts, mine * sizeof(float));
-            for (int r = 1; r < P; r++) {
-                const float *p = parts + (size_t)r * chunk;
-                for (size_t i = 0; i < mine; i++) o[i] += p[i];
-            }
+            dist_sum_rank_order_f32(o, parts, chunk, P, me, o, mine);
         }
         free(req);
         free(peer);
