@@ -104,8 +104,9 @@ static int parse_curve(plan_gemm_curve *g, const cJSON *arr, const char *dt, con
 static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
     static const char *const top[] = {"name", "sources", "notes", "assumptions", "nodes", "ranks_per_node",
         "cores_per_rank", "node_memory_bandwidth", "activation_bandwidth", "optimizer_bandwidth", "node_optimizer_bandwidth", "peak_flops", "gemm", "gemm_efficiency", "attention_efficiency", "attention_rate",
-        "memory_per_node", "memory_bandwidth", "intra_node", "inter_node", "topology", NULL};
+        "memory_per_node", "memory_bandwidth", "reduce_bandwidth", "intra_node", "inter_node", "topology", NULL};
     static const char *const link[] = {"bandwidth", "latency", "gap", "sync", NULL};
+    static const char *const intra_keys[] = {"bandwidth", "latency", "gap", "sync", "bulk_bandwidth", NULL};
     static const char *const topo[] = {"supernode_nodes", "oversubscription", NULL};
     if (check_keys(root, top, "", origin) != BG_OK) return BG_ERR;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
@@ -165,10 +166,12 @@ static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
         get_num(root, "node_memory_bandwidth", "", origin, 0, 1, &c->node_mem_bw) ||
         get_num(root, "activation_bandwidth", "", origin, 0, 1, &c->act_bw) ||
         get_num(root, "optimizer_bandwidth", "", origin, 0, 1, &c->opt_bw) ||
-        get_num(root, "node_optimizer_bandwidth", "", origin, 0, 1, &c->node_opt_bw))
+        get_num(root, "node_optimizer_bandwidth", "", origin, 0, 1, &c->node_opt_bw) ||
+        get_num(root, "reduce_bandwidth", "", origin, 0, 1, &c->reduce_bw))
         return BG_ERR;
-    if (get_object(root, "intra_node", origin, 1, &intra) || check_keys(intra, link, "intra_node.", origin) ||
+    if (get_object(root, "intra_node", origin, 1, &intra) || check_keys(intra, intra_keys, "intra_node.", origin) ||
         get_num(intra, "bandwidth", "intra_node.", origin, 1, 1, &c->intra_bw) ||
+        get_num(intra, "bulk_bandwidth", "intra_node.", origin, 0, 1, &c->intra_bulk_bw) ||
         get_num(intra, "latency", "intra_node.", origin, 1, 0, &c->intra_lat))
         return BG_ERR;
     c->intra_gap = -1, c->inter_gap = -1, c->inter_sync = 0;
@@ -278,10 +281,12 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
     if (c->act_bw > 0) add_number(root, "activation_bandwidth", c->act_bw);
     if (c->opt_bw > 0) add_number(root, "optimizer_bandwidth", c->opt_bw);
     if (c->node_opt_bw > 0) add_number(root, "node_optimizer_bandwidth", c->node_opt_bw);
+    if (c->reduce_bw > 0) add_number(root, "reduce_bandwidth", c->reduce_bw);
     cJSON *in = cJSON_AddObjectToObject(root, "intra_node"), *out = cJSON_AddObjectToObject(root, "inter_node");
     add_number(in, "bandwidth", c->intra_bw);
     add_number(in, "latency", c->intra_lat);
     add_number(in, "gap", c->intra_gap);
+    if (c->intra_bulk_bw > 0) add_number(in, "bulk_bandwidth", c->intra_bulk_bw);
     add_number(out, "bandwidth", c->inter_bw);
     add_number(out, "latency", c->inter_lat);
     add_number(out, "gap", c->inter_gap);
@@ -320,6 +325,10 @@ void plan_cluster_scale_rates(plan_cluster *c, double share) {
             for (int i = 0; i < c->gemm[d][k].n; i++) c->gemm[d][k].rate[i] *= share;
     }
     c->mem_bw *= share, c->act_bw *= share, c->opt_bw *= share;
+    // The reduction's copies and sums are one thread's: slower on a core's share, no
+    // faster on more cores.
+    const double one = share < 1 ? share : 1;
+    c->intra_bulk_bw *= one, c->reduce_bw *= one;
 }
 
 double plan_gemm_rate(const plan_cluster *c, plan_dtype d, double M, double K, double N) {

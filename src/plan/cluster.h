@@ -53,6 +53,10 @@ typedef struct {
     double node_opt_bw;                 // the same with every core of the node (0: opt_bw
                                         // x ranks)
     double intra_bw, intra_lat;         // per rank, inside a node
+    // The gradient reduction's transfers (buffers past the caches, every rank of the node
+    // at once), per rank (0: intra_bw), and its rank-order sum's bytes/s per rank, every
+    // rank summing (0: mem_bw). One thread's work each: a rank with more cores gets no more.
+    double intra_bulk_bw, reduce_bw;
     double inter_bw, inter_lat;         // per node (its links), between nodes
     // What each further message of a phase costs its sender (s); absent from a file:
     // the latency (messages priced one after another).

@@ -260,14 +260,19 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     int dp = l->P / (tp * pp), S = dp / EP;
     int m_dense = R / (tp < R ? tp : R), m_exp = EP < R ? R / EP : 1;
     size_t X = numel - dense;
-    double gd = plan_allreduce_s(cl, R, 4.0 * dense, dp, m_dense < dp ? m_dense : dp);
-    double gx = X ? plan_allreduce_s(cl, R, 4.0 * X, S, m_exp < S ? m_exp : S) : 0;
+    // Gradients are past the caches: inside a node they move at the bulk rate where the
+    // cluster file has one.
+    plan_cluster bulk = *cl;
+    if (cl->intra_bulk_bw > 0) bulk.intra_bw = cl->intra_bulk_bw;
+    double gd = plan_allreduce_s(&bulk, R, 4.0 * dense, dp, m_dense < dp ? m_dense : dp);
+    double gx = X ? plan_allreduce_s(&bulk, R, 4.0 * X, S, m_exp < S ? m_exp : S) : 0;
     // bagualu's deterministic reduction sums on the CPU: each rank adds its 1/n segment
-    // over the n ranks in rank order, a copy (8 bytes per element) then n - 1 passes
-    // reading 2 and writing 1 (12 bytes) (comm/dist_allreduce.c, combine()).
+    // over the n ranks in rank order, reading the n parts and writing the sum once
+    // (comm/dist_common.c, dist_sum_rank_order_f32).
+    const double sum_bw = cl->reduce_bw > 0 ? cl->reduce_bw : cl->mem_bw;
     r->grad_sum_s = 0;
-    if (dp > 1) r->grad_sum_s += 4.0 * dense / dp * (2 + 3.0 * (dp - 1)) / cl->mem_bw;
-    if (X && S > 1) r->grad_sum_s += 4.0 * X / S * (2 + 3.0 * (S - 1)) / cl->mem_bw;
+    if (dp > 1) r->grad_sum_s += 4.0 * dense / dp * (dp + 1) / sum_bw;
+    if (X && S > 1) r->grad_sum_s += 4.0 * X / S * (S + 1) / sum_bw;
     r->grad_s = gd + gx + r->grad_sum_s;
     r->grad_bytes = dp > 1 ? 2.0 * (dp - 1) / dp * 4 * dense : 0;
     if (S > 1) r->grad_bytes += 2.0 * (S - 1) / S * 4 * X;

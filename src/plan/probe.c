@@ -6,12 +6,52 @@
 // ranks span nodes, else of the intra-node one (sync 0: measured between nodes only).
 // sync is printed per rank per node (the planner multiplies by the layout's): the
 // probe may run at any ranks per node, and measures best at the one to be planned.
+// Then the gradient reduction as training runs it, every rank at once over a buffer
+// past the caches: "bulk reduce", the all-gather's bytes received per rank per second
+// and the rank-order sum's bytes (P parts read, 1 written) per second, the time the
+// reduce-scatter takes beyond the all-gather's (the same transfers).
 #include "comm/dist.h"
+#include "core/timer.h"
 #include "plan/calibrate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+enum { REDUCE_FLOATS = 32 << 20, REDUCE_ITERS = 9 };
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// Median over REDUCE_ITERS of the slowest rank's seconds for f over buf.
+static double median_s(dist_comm *w, void (*f)(dist_comm *, float *, size_t), float *buf, size_t n) {
+    double t[REDUCE_ITERS];
+    f(w, buf, n);  // first touch of the scratch and the peers' mappings
+    for (int i = 0; i < REDUCE_ITERS; i++) {
+        dist_barrier(w);
+        double t0 = bg_now();
+        f(w, buf, n);
+        t[i] = bg_now() - t0;
+        dist_allreduce_max_f64(w, &t[i], 1);
+    }
+    qsort(t, REDUCE_ITERS, sizeof t[0], cmp_double);
+    return t[REDUCE_ITERS / 2];
+}
+
+// bulk and reduce in bytes/s (reduce 0 where the sum's time is lost in the noise).
+static void reduce_rates(dist_comm *w, double *bulk, double *reduce) {
+    const size_t n = REDUCE_FLOATS;
+    const int P = dist_size(w);
+    float *buf = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i % 1021) * 1e-3f;
+    const double ag = median_s(w, dist_allgather_f32, buf, n);
+    const double rs = median_s(w, dist_reduce_scatter_sum_f32, buf, n);
+    free(buf);
+    *bulk = (double)(P - 1) / P * 4.0 * (double)n / ag;
+    *reduce = rs > 1.05 * ag ? 4.0 * (double)n / P * (P + 1) / (rs - ag) : 0;
+}
 
 int plan_probe(int argc, char **argv) {
     int rpn = 0;
@@ -19,18 +59,21 @@ int plan_probe(int argc, char **argv) {
         if (!strcmp(argv[i], "--ranks-per-node")) rpn = atoi(argv[i + 1]);
     dist_comm *w = dist_comm_world(rpn);
     if (dist_size(w) < 2) {
-        if (dist_rank(w) == 0) printf("0 0 0 0\n");
+        if (dist_rank(w) == 0) printf("0 0 0 0 0 0\n");
         dist_comm_free(w);
         return 0;
     }
     dist_a2a_cost_in in = {0};
     dist_link_measure(w, &in);
+    double bulk, reduce;
+    reduce_rates(w, &bulk, &reduce);
     if (dist_rank(w) == 0) {
         if (in.nodes > 1)
-            printf("%.6g %.6g %.6g %.6g\n", in.inter_bw, in.inter_lat, in.inter_gap,
+            printf("%.6g %.6g %.6g %.6g", in.inter_bw, in.inter_lat, in.inter_gap,
                    in.sync_s / in.ranks_per_node);
         else
-            printf("%.6g %.6g %.6g 0\n", in.intra_bw, in.intra_lat, in.intra_gap);
+            printf("%.6g %.6g %.6g 0", in.intra_bw, in.intra_lat, in.intra_gap);
+        printf(" %.6g %.6g\n", bulk, reduce);
     }
     dist_comm_free(w);
     return 0;

@@ -32,6 +32,9 @@ mk node_bw 'c["node_memory_bandwidth"] = -1'
 mk act_bw 'c["activation_bandwidth"] = 0'
 mk opt_bw 'c["optimizer_bandwidth"] = -2e10'
 mk node_opt_bw 'c["node_optimizer_bandwidth"] = "fast"'
+mk reduce_bw 'c["reduce_bandwidth"] = 0'
+mk bulk_bw 'c["intra_node"]["bulk_bandwidth"] = -1e9'
+mk inter_bulk 'c["inter_node"]["bulk_bandwidth"] = 1e9'
 mk curve_no_peak 'c["gemm"]["fp16"] = [[1e8, 1e11]]'
 mk frac_nodes 'c["nodes"] = 2.5'
 mk oversub 'c["topology"]["oversubscription"] = 0.5'
@@ -58,6 +61,9 @@ expect node-bw '"node_memory_bandwidth" must be' -- run "$D/node_bw.json"
 expect act-bw '"activation_bandwidth" must be positive' -- run "$D/act_bw.json"
 expect opt-bw '"optimizer_bandwidth" must be positive' -- run "$D/opt_bw.json"
 expect node-opt-bw '"node_optimizer_bandwidth" must be a number' -- run "$D/node_opt_bw.json"
+expect reduce-bw '"reduce_bandwidth" must be positive' -- run "$D/reduce_bw.json"
+expect bulk-bw '"intra_node.bulk_bandwidth" must be positive' -- run "$D/bulk_bw.json"
+expect inter-bulk 'inter_node.bulk_bandwidth' -- run "$D/inter_bulk.json"
 expect curve-point 'point 0 must be' -- run "$D/curve_point.json"
 expect curve-no-peak 'without "peak_flops.fp16"' -- run "$D/curve_no_peak.json"
 expect frac-nodes '"nodes" must be a whole number' -- run "$D/frac_nodes.json"
