@@ -49,7 +49,7 @@ calibrate() {
   "$BIN" plan --calibrate --threads 1 --config "$D/m1.json" --batch-size 2 --seq-len 128 --out "$1" 2>"$D/cal.err" || { cat "$D/cal.err"; exit 1; }
   echo "calibration $2: $(tail -1 "$D/cal.err" | sed 's/^plan: //') in $(( $(date +%s) - t0 )) s"
 }
-median() { grep -o "\"step_s\":[0-9.e+-]*" "$1" | cut -d: -f2 | tail -n +3 | sort -g |
+median() { grep -o "\"${2:-step_s}\":[0-9.e+-]*" "$1" | cut -d: -f2 | tail -n +3 | sort -g |
            awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 # The experts' load variation the run had: the mean over layers of load_cv, the median
 # over the steps after 2 warm-up steps (0 for a dense model).
@@ -74,8 +74,9 @@ for row in $ROWS; do
     meas=$(median "$D/log.jsonl")
     rss=$(tail -1 "$D/log.jsonl" | grep -o '"peak_rss_mib":[0-9.]*' | cut -d: -f2)
     cv=$(load_cv "$D/log.jsonl")
+    ar=$(median "$D/log.jsonl" allreduce_s || true); ar=${ar:-0}
     "$BIN" plan "${args[@]}" --cluster "$D/this-$rep.json" --ranks "$P" --json >"$D/pred-$name-$P-$rep.json"
-    echo "$name $P $meas $rss $D/pred-$name-$P-$rep.json $D/this-$rep.json $cv ${args[*]}" >>"$D/rows"
+    echo "$name $P $meas $rss $D/pred-$name-$P-$rep.json $D/this-$rep.json $cv $ar ${args[*]}" >>"$D/rows"
   done
 done
 done
@@ -86,10 +87,10 @@ from statistics import median as med
 # [their calibrations], [load cv], args
 runs = {}
 for line in open(sys.argv[1]):
-    name, P, meas, rss, pred, cal, cv, *args = line.split()
-    r = runs.setdefault((name, int(P)), [[], [], [], [], [], args])
+    name, P, meas, rss, pred, cal, cv, ar, *args = line.split()
+    r = runs.setdefault((name, int(P)), [[], [], [], [], [], args, []])
     r[0].append(float(meas)), r[1].append(float(rss)), r[2].append(json.load(open(pred)))
-    r[3].append(cal), r[4].append(float(cv))
+    r[3].append(cal), r[4].append(float(cv)), r[6].append(float(ar))
 # A round's prediction told the routing its run had (--load-cv).
 def given_cv(P, cv, cal, args):
     if cv <= 0: return None
@@ -100,9 +101,10 @@ def median_pred(ps):  # the round whose predicted step is the median (its terms 
     return sorted(ps, key=lambda p: p["step_s"])[(len(ps) - 1) // 2] if len(ps) % 2 else \
         dict(sorted(ps, key=lambda p: p["step_s"])[len(ps) // 2 - 1], step_s=med([p["step_s"] for p in ps]))
 rows = []
-for (name, P), (m, r, ps, cals, c, a) in runs.items():
+for (name, P), (m, r, ps, cals, c, a, ars) in runs.items():
     gc = [given_cv(P, cv, cal, a) for cv, cal in zip(c, cals)]
-    rows.append((name, P, med(m), med(r), median_pred(ps), med(c), med(gc) if gc[0] is not None else None))
+    rows.append((name, P, med(m), med(r), median_pred(ps), med(c), med(gc) if gc[0] is not None else None,
+                 med(ars), med([p["time"]["grad_s"] for p in ps])))
 n_runs = min(len(v[0]) for v in runs.values())
 print(f"measured: the median of {n_runs} alternated runs per row; predicted: the median of their rounds' predictions")
 MiB = 1024 * 1024
@@ -112,9 +114,11 @@ for name, P, meas, rss, p, *_ in rows:
 print(f"process base RSS: {base.get(1, 0):.1f} MiB (one process), {base.get(2, 0):.1f} MiB (MPI rank)")
 print("pred s: routing as independent uniform (the planner's default; SWIPE balanced);"
       " cv: the runs' load_cv, and pred|cv s the prediction given it (--load-cv)")
-print(f"{'config':10s} {'P':>2s} {'EP':>3s} {'pred s':>8s} {'meas s':>8s} {'err %':>7s} {'cv':>5s} {'pred|cv s':>9s} {'err %':>7s} {'pred MiB':>9s} {'RSS MiB':>8s} {'err %':>7s}  largest predicted terms")
-et, em, ec = [], [], []
-for name, P, meas, rss, p, cv, pcv in rows:
+print("grad ms: the gradient reduction, predicted (grad_s) / measured (train's allreduce_s, the median"
+      " over steps and runs; it includes waiting for the slowest rank)")
+print(f"{'config':10s} {'P':>2s} {'EP':>3s} {'pred s':>8s} {'meas s':>8s} {'err %':>7s} {'cv':>5s} {'pred|cv s':>9s} {'err %':>7s} {'pred MiB':>9s} {'RSS MiB':>8s} {'err %':>7s} {'grad ms':>11s}  largest predicted terms")
+et, em, ec, eg = [], [], [], []
+for name, P, meas, rss, p, cv, pcv, ar, pg in rows:
     b = base.get(1 if P == 1 else 2, 0)
     pm = p["memory"]["total"] / MiB + b
     e1 = 100 * (p["step_s"] - meas) / meas
@@ -127,9 +131,12 @@ for name, P, meas, rss, p, cv, pcv in rows:
     if mark != "base": em.append(abs(e2))
     t = p["time"]
     terms = sorted([(v, k[:-2]) for k, v in t.items() if k not in ("compute_s", "grad_sum_s") and v > 0], reverse=True)[:3]
-    print(f"{name:10s} {P:2d} {p['layout']['expert_parallel']:3d} {p['step_s']:8.3f} {meas:8.3f} {e1:+7.1f} {cv:5.2f} {pc:9.3f} {e3:+7.1f} {pm:9.1f} {rss:8.1f} {mark:>7s}  "
+    if ar > 0 and pg > 0: eg.append(abs(100 * (pg - ar) / ar))
+    grad = f"{1e3 * pg:5.1f}/{1e3 * ar:<5.1f}" if P > 1 else "-"
+    print(f"{name:10s} {P:2d} {p['layout']['expert_parallel']:3d} {p['step_s']:8.3f} {meas:8.3f} {e1:+7.1f} {cv:5.2f} {pc:9.3f} {e3:+7.1f} {pm:9.1f} {rss:8.1f} {mark:>7s} {grad:>11s}  "
           + ", ".join(f"{k} {v:.3f}" for v, k in terms))
 print(f"step time |error|: mean {sum(et)/len(et):.1f}%, max {max(et):.1f}% over {len(et)} rows;"
       f" given the runs' load_cv: mean {sum(ec)/len(ec):.1f}%, max {max(ec):.1f}%")
 if em: print(f"peak RSS |error|: mean {sum(em)/len(em):.1f}%, max {max(em):.1f}% over {len(em)} rows")
+if eg: print(f"gradient reduction |error|: mean {sum(eg)/len(eg):.1f}%, max {max(eg):.1f}% over {len(eg)} rows")
 PY
