@@ -11,6 +11,7 @@
 // and the rank-order sum's bytes (P parts read, 1 written) per second, the time the
 // reduce-scatter takes beyond the all-gather's (the same transfers).
 #include "comm/dist.h"
+#include "core/error.h"
 #include "core/timer.h"
 #include "plan/calibrate.h"
 
@@ -44,7 +45,7 @@ static double median_s(dist_comm *w, void (*f)(dist_comm *, float *, size_t), fl
 static void reduce_rates(dist_comm *w, double *bulk, double *reduce) {
     const size_t n = REDUCE_FLOATS;
     const int P = dist_size(w);
-    float *buf = malloc(n * sizeof(float));
+    float *buf = bg_malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) buf[i] = (float)(i % 1021) * 1e-3f;
     const double ag = median_s(w, dist_allgather_f32, buf, n);
     const double rs = median_s(w, dist_reduce_scatter_sum_f32, buf, n);
