@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/flash_attention_amx.h"
 
 // One row per family met, from BENCHMARKS.md's measurements: the path without and with
 // usable AMX. model -1: any model.
@@ -26,11 +27,11 @@ static const bf16_path_row BF16_PATH_TABLE[] = {
     {"AuthenticAMD", 25, -1, BF16_PATH_NATIVE, BF16_PATH_NATIVE},
     {"AuthenticAMD", 26, -1, BF16_PATH_NATIVE, BF16_PATH_NATIVE},
     // Intel Xeons met (models 207 and 167 as the VMs report them): vdpbf16ps at half
-    // the FMA rate, so flash attention's tiles go through fp32; without AMX oneDNN
-    // 2.6's bf16 GEMM is slower than its f32 one too, with AMX (its runtime-M bf16
-    // GEMM then uses the tiles) it is faster.
-    {"GenuineIntel", 6, 207, BF16_PATH_FP32, BF16_PATH_NATIVE_GEMM},
-    {"GenuineIntel", 6, 167, BF16_PATH_FP32, BF16_PATH_NATIVE_GEMM},
+    // the FMA rate, and without AMX oneDNN 2.6's bf16 GEMM is slower than its f32 one
+    // too, so both go through fp32; with AMX the GEMMs (oneDNN's runtime-M bf16 GEMM)
+    // and flash attention's tiles (flash_attention_amx.c) run on the tiles.
+    {"GenuineIntel", 6, 207, BF16_PATH_FP32, BF16_PATH_AMX},
+    {"GenuineIntel", 6, 167, BF16_PATH_FP32, BF16_PATH_AMX},
 };
 
 bf16_path bf16_path_for(const cpu_identity *id) {
@@ -71,13 +72,17 @@ void cpu_identity_detect(cpu_identity *id) {
 }
 
 const char *bf16_path_name(bf16_path p) {
-    return p == BF16_PATH_FP32 ? "fp32" : p == BF16_PATH_NATIVE_GEMM ? "native-gemm" : "native";
+    return p == BF16_PATH_FP32          ? "fp32"
+           : p == BF16_PATH_NATIVE_GEMM ? "native-gemm"
+           : p == BF16_PATH_AMX         ? "amx"
+                                        : "native";
 }
 
 int bf16_path_parse(const char *name, bf16_path *out) {
     if (!strcmp(name, "native")) *out = BF16_PATH_NATIVE;
     else if (!strcmp(name, "fp32")) *out = BF16_PATH_FP32;
     else if (!strcmp(name, "native-gemm")) *out = BF16_PATH_NATIVE_GEMM;
+    else if (!strcmp(name, "amx")) *out = BF16_PATH_AMX;
     else return -1;
     return 0;
 }
@@ -92,7 +97,9 @@ int bf16_path_select(bf16_path *out) {
     const char *env = getenv("BAGUALU_BF16_PATH");
     if (env && *env) {
         if (bf16_path_parse(env, out) != 0)
-            return bg_error("BAGUALU_BF16_PATH must be native, native-gemm or fp32, not \"%s\"", env);
+            return bg_error("BAGUALU_BF16_PATH must be native, native-gemm, amx or fp32, not \"%s\"", env);
+        if (*out == BF16_PATH_AMX && !fa_amx_usable())
+            return bg_error("BAGUALU_BF16_PATH=amx needs a CPU whose AMX tiles this process may use");
         return BG_OK;
     }
     *out = bf16_path_of_cpu();

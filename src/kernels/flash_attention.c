@@ -52,6 +52,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/flash_attention_amx.h"
 #include "kernels/flash_attention_tiles.h"
 #include "kernels/vecmath.h"
 
@@ -59,6 +60,7 @@
 // this bound 304 KiB per thread, 376 KiB with the bf16 operand tiles, well inside the
 // 2 MiB or more that OpenMP threads get by default.
 enum { FA_MAX_HS = 256 };
+_Static_assert((int)FA_AMX_B == (int)FA_B && (int)FA_AMX_MAX_HS == (int)FA_MAX_HS, "flash_attention_amx.h's sizes");
 
 // Sets to `value` the entries of an Sᵀ tile (n keys × FA_B queries: key k0+c, query
 // q0+r) whose key comes after its query.
@@ -104,7 +106,7 @@ typedef struct {
     const float *qkv, *dout, *qkv_p, *dout_p;
     int T, C, NH, hs;
     int G, KV, W;  // query heads per key/value head, k's width NKV·hs, qkv's C+2·KV
-    int bf16, round;
+    int bf16, round, amx;  // amx: the bf16 products on AMX tiles (flash_attention_amx.c)
     bf16x2 *qkv2, *qkvi, *dout2, *douti;
     float *qkv_r, *dout_r;
 } fa_ops;
@@ -163,7 +165,8 @@ static void fa_xyt(const fa_ops *o, float *A, fa_src s, int b, int h, int r0, in
     if (o->bf16) {
 #if FA_HAVE_BF16
         const bf16x2 *x = fa_rows2(o, s, b, h, r0, &ld);
-        tile_xyt_bf16(A, x, ld, y.p, n, o->hs / 2);
+        if (o->amx) fa_amx_xyt(A, x, ld, y.p, n, o->hs / 2);
+        else tile_xyt_bf16(A, x, ld, y.p, n, o->hs / 2);
 #endif
         return;
     }
@@ -181,7 +184,8 @@ static void fa_xtw(const fa_ops *o, float *Zt, fa_src s, int b, int h, int r0, i
 #if FA_HAVE_BF16
         round_row_pairs(w2, W, n);
         const bf16x2 *x = fa_rows_interleaved(o, s, b, h, r0, &ld);
-        tile_xtw_bf16(Zt, x, ld, w2, (n + 1) / 2, o->hs);
+        if (o->amx) fa_amx_xtw(Zt, x, ld, w2, (n + 1) / 2, o->hs);
+        else tile_xtw_bf16(Zt, x, ld, w2, (n + 1) / 2, o->hs);
 #else
         (void)w2;
 #endif
@@ -208,14 +212,21 @@ static int fa_w2_words(const fa_ops *o) {
 // tiles on rounded copies) or OPERAND_F32, from kc's precision and bf16 path.
 static operand_format fa_tiles(const kernel_ctx *kc) {
     if (kernel_ctx_precision(kc) != BG_BF16) return OPERAND_F32;
-    return kernel_ctx_bf16_path(kc) == BF16_PATH_NATIVE ? OPERAND_BF16 : OPERAND_BF16_IN_F32;
+    const bf16_path path = kernel_ctx_bf16_path(kc);
+    return path == BF16_PATH_NATIVE || path == BF16_PATH_AMX ? OPERAND_BF16 : OPERAND_BF16_IN_F32;
 }
 
+// The amx path's pairs go to AMX tiles where hs fills whole tile columns (a multiple of
+// 32) and the process may use them; other head sizes take the fp32 tiles on rounded
+// copies, as native-gemm: the CPUs of this path run vdpbf16ps at half the FMA rate.
 static void fa_ops_init(fa_ops *o, const float *qkv, const float *dout, int B, int T, int C,
-                        int NH, int NKV, operand_format p, float *ws) {
+                        int NH, int NKV, const kernel_ctx *kc, float *ws) {
+    const operand_format p = fa_tiles(kc);
+    const int want_amx = p == OPERAND_BF16 && kernel_ctx_bf16_path(kc) == BF16_PATH_AMX;
     o->qkv = qkv, o->dout = dout, o->T = T, o->C = C, o->NH = NH, o->hs = C / NH;
     o->G = NH / NKV, o->KV = NKV * o->hs, o->W = C + 2 * o->KV;
-    o->bf16 = FA_HAVE_BF16 && p == OPERAND_BF16 && o->hs % 2 == 0;
+    o->amx = want_amx && FA_HAVE_BF16 && o->hs % 32 == 0 && fa_amx_usable();
+    o->bf16 = FA_HAVE_BF16 && p == OPERAND_BF16 && o->hs % 2 == 0 && (!want_amx || o->amx);
     o->round = (p == OPERAND_BF16 || p == OPERAND_BF16_IN_F32) && !o->bf16;
     // The fp32 copies take B·T·(W+C) floats of the same workspace (fa_copies_words).
     o->qkv_r = ws, o->dout_r = ws + (size_t)B * T * (size_t)o->W;
@@ -335,7 +346,7 @@ void flash_attention_forward(const kernel_ctx *kc, float *out, float *lse, float
     const int nb = (T + FA_B - 1) / FA_B;
     const long BH = (long)B * NH;
     fa_ops o;
-    fa_ops_init(&o, qkv, NULL, B, T, C, NH, NKV, fa_tiles(kc), scratch);
+    fa_ops_init(&o, qkv, NULL, B, T, C, NH, NKV, kc, scratch);
     #pragma omp parallel
     {
         fa_round_inputs(&o, B, 0);
@@ -510,7 +521,7 @@ void flash_attention_backward(const kernel_ctx *kc, float *dqkv, float *scratch,
     const long BH = (long)B * NH, BK = (long)B * NKV;
     float *delta = scratch, *dq_acc = scratch + (size_t)B * NH * T;
     fa_ops o;
-    fa_ops_init(&o, qkv, dout, B, T, C, NH, NKV, fa_tiles(kc),
+    fa_ops_init(&o, qkv, dout, B, T, C, NH, NKV, kc,
                 scratch + fa_backward_floats(B, T, C, NH));
     // Per head, each thread gets ceil(BK/P) of B·NKV equal tasks, 5 products per block
     // pair; in two passes about BK/P heads' worth of 7 products (the tasks are small

@@ -48,8 +48,10 @@ void kernel_ctx_set_precision(kernel_ctx *kc, bg_dtype precision);
 //   BF16_PATH_NATIVE       bf16 GEMMs and tiles ("native")
 //   BF16_PATH_FP32         both through fp32 ("fp32")
 //   BF16_PATH_NATIVE_GEMM  bf16 GEMMs (AMX), tiles through fp32 ("native-gemm")
+//   BF16_PATH_AMX          bf16 GEMMs and tiles on AMX (head sizes of multiples of 32;
+//                          other tiles through fp32) ("amx")
 // Chosen from the CPU's identity by a table (bf16_path_for), never by timing.
-typedef enum { BF16_PATH_NATIVE = 0, BF16_PATH_FP32 = 1, BF16_PATH_NATIVE_GEMM = 2 } bf16_path;
+typedef enum { BF16_PATH_NATIVE = 0, BF16_PATH_FP32 = 1, BF16_PATH_NATIVE_GEMM = 2, BF16_PATH_AMX = 3 } bf16_path;
 typedef struct {
     char vendor[13];  // "GenuineIntel", "AuthenticAMD"
     int family, model;  // display family and model (extended fields folded in)
@@ -58,9 +60,9 @@ typedef struct {
 } cpu_identity;
 void cpu_identity_detect(cpu_identity *id);  // this CPU, by cpuid
 bf16_path bf16_path_for(const cpu_identity *id);  // the table
-const char *bf16_path_name(bf16_path p);      // "native", "fp32", "native-gemm"
+const char *bf16_path_name(bf16_path p);      // "native", "fp32", "native-gemm", "amx"
 int bf16_path_parse(const char *name, bf16_path *out);  // 0, or -1 for another name
-// This process's path: BAGUALU_BF16_PATH=native|native-gemm|fp32 when set (tests force a path so),
+// This process's path: BAGUALU_BF16_PATH=native|native-gemm|amx|fp32 when set (tests force a path so),
 // else the table's for this CPU. select: BG_ERR (bg_error) for another value of the
 // variable; default: the table's in that case.
 int bf16_path_select(bf16_path *out);

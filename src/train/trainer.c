@@ -268,7 +268,7 @@ int trainer_init(trainer *tr, const train_options *o) {
     tr->loss_scale = o->dtype == BG_FP16 ? o->loss_scale_init : 1.0f;
     kernel_ctx_set_precision(tr->m.kernels, o->dtype);
     if (o->dtype == BG_BF16 && tr->rank == 0)
-        bg_log_info("bf16 path: %s (BAGUALU_BF16_PATH=native|native-gemm|fp32 forces one)",
+        bg_log_info("bf16 path: %s (BAGUALU_BF16_PATH=native|native-gemm|amx|fp32 forces one)",
                     bf16_path_name(kernel_ctx_bf16_path(tr->m.kernels)));
     tr->inputs = bg_malloc(sizeof(int) * B * T);
     tr->targets = bg_malloc(sizeof(int) * B * T);

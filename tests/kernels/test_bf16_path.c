@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/flash_attention_amx.h"
 #include "kernels/kernels.h"
 #include "test_util.h"
 
@@ -27,8 +28,8 @@ int main(void) {
     TU_CHECK(path_of("AuthenticAMD", 26, 2, 1) == BF16_PATH_NATIVE, "Zen 5 must run native bf16");
     TU_CHECK(path_of("GenuineIntel", 6, 207, 1) == BF16_PATH_FP32, "Intel 6/207 must take the fp32 path");
     TU_CHECK(path_of("GenuineIntel", 6, 167, 1) == BF16_PATH_FP32, "Intel 6/167 must take the fp32 path");
-    TU_CHECK(path_of_amx("GenuineIntel", 6, 207, 1, 1) == BF16_PATH_NATIVE_GEMM, "Intel 6/207 with AMX: native-gemm");
-    TU_CHECK(path_of_amx("GenuineIntel", 6, 167, 1, 1) == BF16_PATH_NATIVE_GEMM, "Intel 6/167 with AMX: native-gemm");
+    TU_CHECK(path_of_amx("GenuineIntel", 6, 207, 1, 1) == BF16_PATH_AMX, "Intel 6/207 with AMX: amx");
+    TU_CHECK(path_of_amx("GenuineIntel", 6, 167, 1, 1) == BF16_PATH_AMX, "Intel 6/167 with AMX: amx");
     TU_CHECK(path_of("GenuineIntel", 6, 143, 1) == BF16_PATH_NATIVE, "a family not met with bf16: native");
     TU_CHECK(path_of("AuthenticAMD", 25, 1, 0) == BF16_PATH_FP32, "no avx512_bf16: the fp32 path");
     TU_CHECK(path_of("GenuineIntel", 6, 85, 0) == BF16_PATH_FP32, "no avx512_bf16: the fp32 path");
@@ -38,6 +39,8 @@ int main(void) {
     TU_CHECK(bf16_path_parse("native", &p) == 0 && p == BF16_PATH_NATIVE, "parse native");
     TU_CHECK(bf16_path_parse("fp32", &p) == 0 && p == BF16_PATH_FP32, "parse fp32");
     TU_CHECK(bf16_path_parse("native-gemm", &p) == 0 && p == BF16_PATH_NATIVE_GEMM, "parse native-gemm");
+    TU_CHECK(bf16_path_parse("amx", &p) == 0 && p == BF16_PATH_AMX, "parse amx");
+    TU_CHECK(!strcmp(bf16_path_name(BF16_PATH_AMX), "amx"), "name amx");
     TU_CHECK(bf16_path_parse("bf16", &p) == -1, "parse must refuse other names");
     TU_CHECK(!strcmp(bf16_path_name(BF16_PATH_FP32), "fp32") && !strcmp(bf16_path_name(BF16_PATH_NATIVE), "native"),
              "names");
@@ -48,8 +51,10 @@ int main(void) {
     TU_CHECK(bf16_path_select(&p) == BG_OK && p == bf16_path_for(&id), "unset: the table's path");
     printf("this CPU: %s family %d model %d avx512f %d avx512_bf16 %d amx_bf16 %d -> %s\n", id.vendor,
            id.family, id.model, id.avx512f, id.avx512_bf16, id.amx_bf16, bf16_path_name(p));
-    for (int i = 0; i < 3; i++) {
-        const bf16_path want = i == 2 ? BF16_PATH_NATIVE_GEMM : i ? BF16_PATH_NATIVE : BF16_PATH_FP32;
+    // amx is forced only where the tiles are usable; elsewhere forcing it is an error.
+    const int paths = fa_amx_usable() ? 4 : 3;
+    for (int i = 0; i < paths; i++) {
+        const bf16_path want = i == 3 ? BF16_PATH_AMX : i == 2 ? BF16_PATH_NATIVE_GEMM : i ? BF16_PATH_NATIVE : BF16_PATH_FP32;
         setenv("BAGUALU_BF16_PATH", bf16_path_name(want), 1);
         TU_CHECK(bf16_path_select(&p) == BG_OK && p == want, "forced %s", bf16_path_name(want));
         TU_CHECK(bf16_path_default() == want, "default follows the variable");
@@ -58,6 +63,11 @@ int main(void) {
         TU_CHECK(kernel_ctx_operand_format(kc) == (i ? OPERAND_BF16 : OPERAND_BF16_IN_F32), "operand format");
         TU_CHECK(!strcmp(bf16_path_name(want), getenv("BAGUALU_BF16_PATH")), "name round trip");
         kernel_ctx_free(kc);
+    }
+    if (!fa_amx_usable()) {
+        setenv("BAGUALU_BF16_PATH", "amx", 1);
+        TU_CHECK(bf16_path_select(&p) == BG_ERR && strstr(bg_last_error(), "AMX"),
+                 "amx forced without usable tiles must be an error");
     }
     setenv("BAGUALU_BF16_PATH", "fast", 1);
     TU_CHECK(bf16_path_select(&p) == BG_ERR && strstr(bg_last_error(), "BAGUALU_BF16_PATH"),

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/half.h"
+#include "kernels/flash_attention_amx.h"
 #include "kernels/kernels.h"
 #include "test_util.h"
 
@@ -313,7 +314,7 @@ static void test_bf16_path(int B, int T, int C, int NH, int NKV, double std, int
     TU_CHECK(eo < 1e-2, "bf16 out vs reference T=%d C=%d NH=%d: %.3g", T, C, NH, eo);
     TU_CHECK(el < 1e-5, "bf16 lse vs reference T=%d C=%d NH=%d: %.3g", T, C, NH, el);
     TU_CHECK(ed < 1e-2, "bf16 dqkv vs reference T=%d C=%d NH=%d: %.3g", T, C, NH, ed);
-    if (path != BF16_PATH_NATIVE) {
+    if (path == BF16_PATH_FP32 || path == BF16_PATH_NATIVE_GEMM) {
         TU_CHECK(memcmp(out, out32, no * sizeof(float)), "bf16 (fp32 path) out equals fp32's");
         TU_CHECK(memcmp(dqkv, dqkv32, nqkv * sizeof(float)), "bf16 (fp32 path) dqkv equals fp32's");
         // Unrounded inputs: the path's own rounding gives the same bits.
@@ -327,6 +328,19 @@ static void test_bf16_path(int B, int T, int C, int NH, int NKV, double std, int
         free(q2), free(d2), free(o2), free(l2), free(g2);
     }
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    // amx: its own tiles where hs is a multiple of 32, else the fp32 ones on rounded copies.
+    if (path == BF16_PATH_AMX && (C / NH) % 32 == 0) {
+        kernel_ctx_set_bf16_path(ctx[BG_BF16], BF16_PATH_NATIVE);
+        float *on = falloc(no), *ln = falloc(nl), *gn = falloc(nqkv);
+        flash_attention_forward(ctx[BG_BF16], on, ln, scr, qkv, B, T, C, NH, NKV);
+        flash_attention_backward(ctx[BG_BF16], gn, scr, dout, qkv, on, ln, B, T, C, NH, NKV);
+        TU_CHECK(memcmp(out, out32, no * sizeof(float)) && memcmp(out, on, no * sizeof(float)),
+                 "amx out equals fp32's or native's: path not taken");
+        TU_CHECK(memcmp(dqkv, dqkv32, nqkv * sizeof(float)) && memcmp(dqkv, gn, nqkv * sizeof(float)),
+                 "amx dqkv equals fp32's or native's: path not taken");
+        free(on), free(ln), free(gn);
+        kernel_ctx_set_bf16_path(ctx[BG_BF16], path);
+    }
     if (path == BF16_PATH_NATIVE && (C / NH) % 2 == 0) {
         TU_CHECK(memcmp(out, out32, no * sizeof(float)), "bf16 out equals fp32's: path not taken");
         TU_CHECK(memcmp(dqkv, dqkv32, nqkv * sizeof(float)), "bf16 dqkv equals fp32's: path not taken");
@@ -344,8 +358,37 @@ static void test_bf16(int B, int T, int C, int NH, int NKV, double std, int grow
     kernel_ctx_set_bf16_path(ctx[BG_BF16], bf16_path_default());
 }
 
-int main(void) {
+// The amx path's own tiles (hs a multiple of 32), run as their own CTest
+// (kernels/test_flash_attention_amx, this program with --amx): a skip (77) where this
+// process may not use AMX tiles. Partial row groups (T = 5, 17, 130, 300), every hs
+// the tiles take, GQA, growing scores; the other hs of the path take the fp32 tiles.
+static int test_amx(void) {
+    if (!fa_amx_usable()) {
+        printf("kernels/test_flash_attention --amx: this CPU or OS gives no AMX tiles: skipped\n");
+        return 77;
+    }
+    test_bf16_path(2, 5, 64, 2, 2, 1.0, 0, BF16_PATH_AMX);      // hs 32, 5 rows: one partial group
+    test_bf16_path(1, 17, 64, 1, 1, 1.0, 0, BF16_PATH_AMX);     // one full group and one row
+    test_bf16_path(2, 130, 64, 2, 2, 1.0, 0, BF16_PATH_AMX);    // hs 32, three blocks
+    test_bf16_path(1, 300, 256, 4, 4, 1.0, 0, BF16_PATH_AMX);   // M1's hs 64
+    test_bf16_path(1, 200, 128, 1, 1, 1.5, 1, BF16_PATH_AMX);   // hs 128, growing scores
+    test_bf16_path(1, 129, 256, 1, 1, 1.0, 1, BF16_PATH_AMX);   // hs 256, the largest
+    test_bf16_path(1, 130, 256, 4, 2, 1.0, 0, BF16_PATH_AMX);   // GQA, hs 64
+    test_bf16_path(1, 67, 20, 2, 2, 1.0, 0, BF16_PATH_AMX);     // hs 10: fp32 tiles
+    kernel_ctx_set_bf16_path(ctx[BG_BF16], BF16_PATH_AMX);
+    test_threads(2, 150, 64, 2, 2, BG_BF16);   // hs 32
+    test_threads(1, 151, 256, 4, 2, BG_BF16);  // GQA, odd T
+    kernel_ctx_set_bf16_path(ctx[BG_BF16], bf16_path_default());
+    return tu_finish("kernels/test_flash_attention --amx");
+}
+
+int main(int argc, char **argv) {
     for (int p = 0; p < BG_DTYPE_COUNT; p++) ctx[p] = kernel_ctx_create((bg_dtype)p);
+    if (argc > 1 && !strcmp(argv[1], "--amx")) {
+        const int rc = test_amx();
+        for (int p = 0; p < BG_DTYPE_COUNT; p++) kernel_ctx_free(ctx[p]);
+        return rc;
+    }
     // Odd head sizes (4, 5, 7, 9, 22) run every remainder path of the 4-wide register
     // blocks; T = 1, 5, 67, 130, 300 give one partial block, one block plus 3, two
     // plus 2, four plus 44.
