@@ -55,11 +55,15 @@ static void operands_free(operands *x) {
 // pass over flush_floats() floats evicts them (AMX's bf16 GEMMs on the experts' skinny
 // shapes run at about half their hot-cache rate then). Three times the last-level
 // cache: a pass the size of the cache (AMD's L3 holds what L2 evicts) left the expert
-// weights of one expert mostly cached, timed as fast as reused ones.
+// weights of one expert mostly cached, timed as fast as reused ones. At most 96 MiB
+// (three Zen 5 L3s): a VM reports its host socket's L3 (480 MiB on a 2-core Intel
+// 6/167), of which its cores hold a slice; 1.4 GB passes there made the calibration
+// take 220 s and priced M2's expert GEMMs at twice the time they take in its step.
 static size_t flush_floats(void) {
+    const size_t lo = (size_t)32 << 20, hi = (size_t)96 << 20;
     long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
     size_t bytes = l3 > 0 ? 3 * (size_t)l3 : 0;
-    if (bytes < ((size_t)32 << 20)) bytes = (size_t)32 << 20;
+    bytes = bytes < lo ? lo : bytes > hi ? hi : bytes;
     return bytes / 4;
 }
 
