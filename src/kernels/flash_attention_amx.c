@@ -11,12 +11,12 @@
 // GEMMs configure the tiles their own way between two attention tiles.
 #include "kernels/flash_attention_amx.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "kernels/kernels.h"
 #include "kernels/vec16.h"
 
 typedef uint32_t bf16x2;
@@ -34,14 +34,9 @@ typedef uint32_t bf16x2;
 #define XFEATURE_XTILEDATA 18
 
 static int amx_request(void) {
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1)) return 0;  // no xgetbv
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
-    if (!((d >> 22) & 1) || !((d >> 24) & 1)) return 0;  // amx-bf16, amx-tile
-    unsigned xcr0, hi;
-    __asm__("xgetbv" : "=a"(xcr0), "=d"(hi) : "c"(0));
-    if ((xcr0 & 0x60000u) != 0x60000u) return 0;  // the OS does not save tile state
-    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    cpu_identity id;
+    cpu_identity_detect(&id);  // amx_bf16: the CPU's AMX-BF16 tiles, their state saved by the OS
+    return id.amx_bf16 && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
 }
 
 int fa_amx_usable(void) {
@@ -65,13 +60,11 @@ typedef struct {
     uint8_t rows[16];
 } __attribute__((packed, aligned(64))) tile_config;
 
-static AMX_TARGET void tiles_configure(void) {
-    tile_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 6; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-    _tile_loadconfig(&cfg);
-}
+static const tile_config TILES = {.palette = 1,
+                                  .colsb = {64, 64, 64, 64, 64, 64},
+                                  .rows = {16, 16, 16, 16, 16, 16}};
+
+static AMX_TARGET void tiles_configure(void) { _tile_loadconfig(&TILES); }
 
 // tmm0-3 += tmm4 · tmm5 for the column operands at b + 16·j words (row stride ldb
 // bytes), j = 0..3.
