@@ -93,15 +93,17 @@ static bf16_path bf16_path_of_cpu(void) {
     return bf16_path_for(&id);
 }
 
+int bf16_path_forced(const char *env, int amx_usable, bf16_path *out) {
+    if (bf16_path_parse(env, out) != 0)
+        return bg_error("BAGUALU_BF16_PATH must be native, native-gemm, amx or fp32, not \"%s\"", env);
+    if (*out == BF16_PATH_AMX && !amx_usable)
+        return bg_error("BAGUALU_BF16_PATH=amx needs a CPU whose AMX tiles this process may use");
+    return BG_OK;
+}
+
 int bf16_path_select(bf16_path *out) {
     const char *env = getenv("BAGUALU_BF16_PATH");
-    if (env && *env) {
-        if (bf16_path_parse(env, out) != 0)
-            return bg_error("BAGUALU_BF16_PATH must be native, native-gemm, amx or fp32, not \"%s\"", env);
-        if (*out == BF16_PATH_AMX && !fa_amx_usable())
-            return bg_error("BAGUALU_BF16_PATH=amx needs a CPU whose AMX tiles this process may use");
-        return BG_OK;
-    }
+    if (env && *env) return bf16_path_forced(env, fa_amx_usable(), out);
     *out = bf16_path_of_cpu();
     return BG_OK;
 }

@@ -64,11 +64,16 @@ int main(void) {
         TU_CHECK(!strcmp(bf16_path_name(want), getenv("BAGUALU_BF16_PATH")), "name round trip");
         kernel_ctx_free(kc);
     }
-    if (!fa_amx_usable()) {
-        setenv("BAGUALU_BF16_PATH", "amx", 1);
-        TU_CHECK(bf16_path_select(&p) == BG_ERR && strstr(bg_last_error(), "AMX"),
-                 "amx forced without usable tiles must be an error");
-    }
+    // amx forced: an error naming AMX where the tiles are not usable, on every CPU through
+    // the rule itself; the process's own answer where they are.
+    TU_CHECK(bf16_path_forced("amx", 0, &p) == BG_ERR && strstr(bg_last_error(), "BAGUALU_BF16_PATH=amx") &&
+                 strstr(bg_last_error(), "AMX tiles"),
+             "amx forced without usable tiles must be an error naming it: %s", bg_last_error());
+    TU_CHECK(bf16_path_forced("amx", 1, &p) == BG_OK && p == BF16_PATH_AMX, "amx forced with usable tiles");
+    TU_CHECK(bf16_path_forced("fast", 1, &p) == BG_ERR && strstr(bg_last_error(), "native, native-gemm, amx or fp32"),
+             "a bad name lists the paths: %s", bg_last_error());
+    setenv("BAGUALU_BF16_PATH", "amx", 1);
+    TU_CHECK((bf16_path_select(&p) == BG_OK) == (fa_amx_usable() != 0), "amx forced follows fa_amx_usable");
     setenv("BAGUALU_BF16_PATH", "fast", 1);
     TU_CHECK(bf16_path_select(&p) == BG_ERR && strstr(bg_last_error(), "BAGUALU_BF16_PATH"),
              "a bad value must be an error naming the variable");

@@ -2,7 +2,7 @@
 # The kernels' bf16 path in checkpoints: trainer.json records it (training.bf16_path); a
 # bf16 resume on a CPU taking the other path (forced here by BAGUALU_BF16_PATH) says so
 # in one log line, the same path says nothing; a bad value of the variable is one error
-# line naming it, exit 2. Why it can fail: the key not written or not read, the note
+# line naming it, exit 2, as amx forced where the CPU has no AMX tiles. Why it can fail: the key not written or not read, the note
 # missing or printed when nothing changed, the variable's value not checked.
 BIN=$1
 source "$(dirname "$0")/../shell_checks.sh"
@@ -24,5 +24,13 @@ if [ "$n" = 1 ]; then ok; else bad "resume on the other path: $n note lines: $(c
 BAGUALU_BF16_PATH=native train --steps 3 --resume "$CK" >/dev/null 2>"$D/err"
 if grep -q "resumed on one taking" "$D/err"; then bad "a note although the path is the same"; else ok; fi
 BAGUALU_BF16_PATH=fast expect bad-variable "BAGUALU_BF16_PATH" -- train --steps 1
+# amx forced: trains on AMX tiles where the CPU lists them (Linux >= 5.16 lists them only
+# when it can hand them out), else one error line naming AMX, exit 2.
+if grep -qw amx_tile /proc/cpuinfo; then
+    if BAGUALU_BF16_PATH=amx train --steps 1 >/dev/null 2>"$D/err" && grep -q "bf16 path: amx" "$D/err"; then ok
+    else bad "amx forced on a CPU with AMX tiles: $(cat "$D/err")"; fi
+else
+    BAGUALU_BF16_PATH=amx expect amx-unusable "BAGUALU_BF16_PATH=amx needs a CPU whose AMX tiles" -- train --steps 1
+fi
 echo "bf16 path resume: $pass passed, $fail failed"
 [ "$fail" = 0 ]
