@@ -9,22 +9,42 @@
 //                          [--progress 0]
 // --rows: token rows each rank sends, spread evenly over the EP ranks (a balanced
 // router); --width: floats per row (the hidden size).
-#include "core/timer.h"
+#include "bench_util.h"
 #include "comm/dist.h"
+#include "core/timer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct {
     int64_t v[8];  // inter msgs, intra msgs, inter bytes, intra bytes (sent), then received
     double ms;
 } result;
+
+// One exchange in `chunks` chunks (bench_slowest_ms's run), with `ms` of compute after
+// each chunk, testing the exchange during it when `test` is set.
+typedef struct {
+    dist_comm *c;
+    enum dist_a2a_algo algo;
+    int chunks;
+    const float *send;
+    const int *counts;
+    float *recv;
+    size_t width;
+    double ms;
+    int test;
+} exchange;
+static void compute(double ms, dist_a2a *h);
+static void run_exchange(void *ctx) {
+    const exchange *x = ctx;
+    dist_a2a *h = dist_a2a_begin(x->c, x->algo, x->send, x->counts, x->recv, x->counts, x->width, x->chunks);
+    for (int k = 0; k < x->chunks; k++) {
+        dist_a2a_wait_chunk(h, k);
+        if (x->ms > 0) compute(x->ms, x->test ? h : NULL);
+    }
+    dist_a2a_end(h);
+}
 
 // Counters of one exchange, and `iters` timings appended at ms (slowest rank each).
 static result measure(dist_comm *c, enum dist_a2a_algo algo, int chunks, const float *send,
@@ -41,15 +61,8 @@ static result measure(dist_comm *c, enum dist_a2a_algo algo, int chunks, const f
                     (int64_t)t.bytes_recv_inter, (int64_t)t.bytes_recv_intra};
     dist_allreduce_sum_i64(c, v, 8);
     memcpy(r.v, v, sizeof v);
-    for (int i = 0; i < iters; i++) {
-        dist_barrier(c);
-        double t0 = bg_now();
-        dist_a2a *h = dist_a2a_begin(c, algo, send, counts, recv, counts, width, chunks);
-        for (int k = 0; k < chunks; k++) dist_a2a_wait_chunk(h, k);
-        dist_a2a_end(h);
-        ms[i] = (bg_now() - t0) * 1e3;
-        dist_allreduce_max_f64(c, &ms[i], 1);  // the exchange lasts as long as its slowest rank
-    }
+    exchange x = {c, algo, chunks, send, counts, recv, width, 0, 0};
+    for (int i = 0; i < iters; i++) ms[i] = bench_slowest_ms(c, run_exchange, &x);
     r.ms = 0;
     return r;
 }
@@ -72,20 +85,9 @@ static void compute(double ms, dist_a2a *h) {
 static double overlapped(dist_comm *c, const float *send, const int *counts, float *recv,
                          size_t width, int iters, double ms, int test) {
     double *t = malloc(sizeof(double) * iters);
-    for (int i = 0; i < iters; i++) {
-        dist_barrier(c);
-        double t0 = bg_now();
-        dist_a2a *h = dist_a2a_begin(c, DIST_A2A_FLAT, send, counts, recv, counts, width, 4);
-        for (int k = 0; k < 4; k++) {
-            dist_a2a_wait_chunk(h, k);
-            compute(ms, test ? h : NULL);
-        }
-        dist_a2a_end(h);
-        t[i] = (bg_now() - t0) * 1e3;
-        dist_allreduce_max_f64(c, &t[i], 1);
-    }
-    qsort(t, iters, sizeof(double), cmp_double);
-    double r = t[iters / 2];
+    exchange x = {c, DIST_A2A_FLAT, 4, send, counts, recv, width, ms, test};
+    for (int i = 0; i < iters; i++) t[i] = bench_slowest_ms(c, run_exchange, &x);
+    double r = bench_median(t, iters);
     free(t);
     return r;
 }
@@ -160,8 +162,7 @@ int main(int argc, char **argv) {
                              ms + ((size_t)i * ROUNDS + r) * iters);
     for (int i = 0; i < N_CASES; i++) {
         double *m = ms + (size_t)i * ROUNDS * iters;
-        qsort(m, ROUNDS * iters, sizeof(double), cmp_double);
-        res[i].ms = m[ROUNDS * iters / 2];
+        res[i].ms = bench_median(m, ROUNDS * iters);
     }
     free(ms);
     if (L.world_rank == 0) {

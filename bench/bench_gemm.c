@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "kernels/gemm_f32.h"
 #include "kernels/kernels.h"
+#include "bench_util.h"
 #include "peak.h"
 
 static double cpu_now(void) {
@@ -51,11 +52,6 @@ static void run(kernel_ctx *kc, int kind, const shape *s, float *x, float *w, fl
     if (kind == KIND_FWD) matmul_forward(kc, o, x, w, s->M, s->K, s->N);
     else if (kind == KIND_DATA) matmul_backward_op(kc, o, MATMUL_WRITE, NULL, matmul_floats(y), matmul_floats(x), w, s->M, s->K, s->N);
     else matmul_backward_op(kc, NULL, MATMUL_ADD, o, matmul_floats(y), matmul_floats(x), w, s->M, s->K, s->N);
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv) {
@@ -110,9 +106,7 @@ int main(int argc, char **argv) {
                     t[impl][r] = (cpu_now() - t0) / calls;
                 }
             const int n = reps < 16 ? reps : 16;
-            qsort(t[0], n, sizeof(double), cmp_double);
-            qsort(t[1], n, sizeof(double), cmp_double);
-            const double own = flops / t[0][n / 2] / 1e9, dnn = flops / t[1][n / 2] / 1e9;
+            const double own = flops / bench_median(t[0], n) / 1e9, dnn = flops / bench_median(t[1], n) / 1e9;
             char dims[32];
             snprintf(dims, sizeof dims, "%dx%dx%d", s->M, s->K, s->N);
             printf("%-3s %-10s %-18s %-12s %7.1f %7.1f   %4.0f%% %4.0f%%  %.2f\n", s->model, s->name, dims,

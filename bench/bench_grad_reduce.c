@@ -8,16 +8,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "comm/dist.h"
 #include "comm/dist_impl.h"
-#include "core/timer.h"
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef void (*collective)(dist_comm *, float *, size_t);
+
+// One call of a collective over buf (bench_slowest_ms's run).
+typedef struct {
+    dist_comm *c;
+    collective f;
+    float *buf;
+    size_t n;
+} call;
+static void run_call(void *ctx) {
+    call *k = ctx;
+    k->f(k->c, k->buf, k->n);
+}
 
 // The sum alone, as a collective's signature: this rank's P parts (sum_parts, sum_seg
 // floats apart) into buf.
@@ -30,15 +37,9 @@ static void sum_alone(dist_comm *c, float *buf, size_t n) {
 // Median (slowest rank) ms of `iters` calls of f over buf.
 static double timed(dist_comm *c, collective f, float *buf, size_t n, int iters) {
     double *ms = malloc(sizeof(double) * iters);
-    for (int i = 0; i < iters; i++) {
-        dist_barrier(c);
-        double t0 = bg_now();
-        f(c, buf, n);
-        ms[i] = (bg_now() - t0) * 1e3;
-        dist_allreduce_max_f64(c, &ms[i], 1);
-    }
-    qsort(ms, iters, sizeof(double), cmp_double);
-    double med = ms[iters / 2];
+    call k = {c, f, buf, n};
+    for (int i = 0; i < iters; i++) ms[i] = bench_slowest_ms(c, run_call, &k);
+    const double med = bench_median(ms, iters);
     free(ms);
     return med;
 }

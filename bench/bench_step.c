@@ -22,6 +22,7 @@
 #include "core/timer.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
+#include "bench_util.h"
 #include "peak.h"
 #include "train/adamw.h"
 #include "train/grad_norm.h"
@@ -32,11 +33,6 @@ static double cpu_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 // The limits the step is judged against, at its precision.
@@ -169,9 +165,8 @@ int main(int argc, char **argv) {
     else fma = peak;
     fma_cpu = fmax(fma_cpu, peak_fma_gflops_cpu(0.6));
     if (!gemm_profile) gemm = fmax(gemm, gemm_rate(bf16));
-    qsort(times, steps, sizeof(double), cmp_double);
-    qsort(cpu, steps, sizeof(double), cmp_double);
-    double med = times[steps / 2];
+    double med = bench_median(times, steps);
+    bench_median(cpu, steps);  // sorted: cpu[steps / 2] and cpu[0] are read below
     double flops = model_flops_per_token(&cfg, T) * N;
     double achieved = flops / med / 1e9;
     const char *path = bf16 ? bf16_path_name(kernel_ctx_bf16_path(m.kernels)) : "-";
