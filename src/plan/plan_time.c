@@ -33,7 +33,7 @@ static double inter_s(const plan_cluster *cl, double node_bytes, double g) {
     return t;
 }
 
-double plan_allreduce_s(const plan_cluster *cl, int R, double bytes, int n, int m) {
+double plan_allreduce_s(const plan_cluster *cl, double intra_bw, int R, double bytes, int n, int m) {
     if (n <= 1 || bytes <= 0) return 0;
     if (m < 1) m = 1;
     if (m > n) m = n;
@@ -42,7 +42,7 @@ double plan_allreduce_s(const plan_cluster *cl, int R, double bytes, int n, int 
     double g = ceil((double)n / m);
     // The ranks of a node that take part share its links (R of them at once).
     double ranks_on_links = R < m ? m : R;
-    double t = fmax(v_intra / cl->intra_bw, inter_s(cl, v_inter * ranks_on_links, g));
+    double t = fmax(v_intra / intra_bw, inter_s(cl, v_inter * ranks_on_links, g));
     return t + 2.0 * (n - 1) * (n > m ? cl->inter_lat : cl->intra_lat);
 }
 
@@ -244,7 +244,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     hidden += l->overlap_a2a * fmin(a2a_s - hidden, compute_micro);
     // Tensor parallelism: 2 all-reduces of the (N,C) activations forward, 2 backward per
     // layer (bf16), among tp ranks of one node.
-    double tp_s = tp > 1 ? Ls * (4 + 2 * rec) * plan_allreduce_s(cl, R, N * C * 2, tp, tp) : 0;
+    double tp_s = tp > 1 ? Ls * (4 + 2 * rec) * plan_allreduce_s(cl, cl->intra_bw, R, N * C * 2, tp, tp) : 0;
     // One micro-batch's step through the stage, then the pipeline's fill and drain.
     double micro_s = compute_micro + a2a_s - hidden + tp_s;
     double p2p = pp > 1 ? 2 * N * C * 2 / fmin(cl->inter_bw, cl->intra_bw) + 2 * cl->inter_lat : 0;
@@ -262,10 +262,9 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     size_t X = numel - dense;
     // Gradients are past the caches: inside a node they move at the bulk rate where the
     // cluster file has one.
-    plan_cluster bulk = *cl;
-    if (cl->intra_bulk_bw > 0) bulk.intra_bw = cl->intra_bulk_bw;
-    double gd = plan_allreduce_s(&bulk, R, 4.0 * dense, dp, m_dense < dp ? m_dense : dp);
-    double gx = X ? plan_allreduce_s(&bulk, R, 4.0 * X, S, m_exp < S ? m_exp : S) : 0;
+    const double grad_bw = cl->intra_bulk_bw > 0 ? cl->intra_bulk_bw : cl->intra_bw;
+    double gd = plan_allreduce_s(cl, grad_bw, R, 4.0 * dense, dp, m_dense < dp ? m_dense : dp);
+    double gx = X ? plan_allreduce_s(cl, grad_bw, R, 4.0 * X, S, m_exp < S ? m_exp : S) : 0;
     // bagualu's deterministic reduction sums on the CPU: each rank adds its 1/n segment
     // over the n ranks in rank order, reading the n parts and writing the sum once
     // (comm/dist_common.c, dist_sum_rank_order_f32).
