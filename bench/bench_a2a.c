@@ -87,7 +87,7 @@ static double overlapped(dist_comm *c, const float *send, const int *counts, flo
     double *t = malloc(sizeof(double) * iters);
     exchange x = {c, DIST_A2A_FLAT, 4, send, counts, recv, width, ms, test};
     for (int i = 0; i < iters; i++) t[i] = bench_slowest_ms(c, run_exchange, &x);
-    double r = bench_median(t, iters);
+    double r = bg_median(t, iters);
     free(t);
     return r;
 }
@@ -162,7 +162,7 @@ int main(int argc, char **argv) {
                              ms + ((size_t)i * ROUNDS + r) * iters);
     for (int i = 0; i < N_CASES; i++) {
         double *m = ms + (size_t)i * ROUNDS * iters;
-        res[i].ms = bench_median(m, ROUNDS * iters);
+        res[i].ms = bg_median(m, ROUNDS * iters);
     }
     free(ms);
     if (L.world_rank == 0) {

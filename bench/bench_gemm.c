@@ -14,6 +14,7 @@
 #include "kernels/gemm_f32.h"
 #include "kernels/kernels.h"
 #include "bench_util.h"
+#include "core/timer.h"
 #include "peak.h"
 
 static double cpu_now(void) {
@@ -106,7 +107,7 @@ int main(int argc, char **argv) {
                     t[impl][r] = (cpu_now() - t0) / calls;
                 }
             const int n = reps < 16 ? reps : 16;
-            const double own = flops / bench_median(t[0], n) / 1e9, dnn = flops / bench_median(t[1], n) / 1e9;
+            const double own = flops / bg_median(t[0], n) / 1e9, dnn = flops / bg_median(t[1], n) / 1e9;
             char dims[32];
             snprintf(dims, sizeof dims, "%dx%dx%d", s->M, s->K, s->N);
             printf("%-3s %-10s %-18s %-12s %7.1f %7.1f   %4.0f%% %4.0f%%  %.2f\n", s->model, s->name, dims,

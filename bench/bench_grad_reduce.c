@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "core/timer.h"
 #include "comm/dist.h"
 #include "comm/dist_impl.h"
 
@@ -39,7 +40,7 @@ static double timed(dist_comm *c, collective f, float *buf, size_t n, int iters)
     double *ms = malloc(sizeof(double) * iters);
     call k = {c, f, buf, n};
     for (int i = 0; i < iters; i++) ms[i] = bench_slowest_ms(c, run_call, &k);
-    const double med = bench_median(ms, iters);
+    const double med = bg_median(ms, iters);
     free(ms);
     return med;
 }

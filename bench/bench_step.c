@@ -165,8 +165,8 @@ int main(int argc, char **argv) {
     else fma = peak;
     fma_cpu = fmax(fma_cpu, peak_fma_gflops_cpu(0.6));
     if (!gemm_profile) gemm = fmax(gemm, gemm_rate(bf16));
-    double med = bench_median(times, steps);
-    bench_median(cpu, steps);  // sorted: cpu[steps / 2] and cpu[0] are read below
+    double med = bg_median(times, steps);
+    bg_median(cpu, steps);  // sorted: cpu[steps / 2] and cpu[0] are read below
     double flops = model_flops_per_token(&cfg, T) * N;
     double achieved = flops / med / 1e9;
     const char *path = bf16 ? bf16_path_name(kernel_ctx_bf16_path(m.kernels)) : "-";

@@ -1,18 +1,6 @@
 #include "bench_util.h"
 
-#include <stdlib.h>
-
 #include "core/timer.h"
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double bench_median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return v[n / 2];
-}
 
 double bench_slowest_ms(dist_comm *c, void (*run)(void *ctx), void *ctx) {
     dist_barrier(c);

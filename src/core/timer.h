@@ -2,4 +2,7 @@
 #define BG_CORE_TIMER_H
 // Monotonic wall-clock seconds.
 double bg_now(void);
+// The median of n > 0 timings: v sorted in place, then v[n/2] (the upper middle for an
+// even n), so v[0] and v[n-1] are the extremes afterwards.
+double bg_median(double *v, int n);
 #endif

@@ -18,11 +18,6 @@ static int by_flops(const void *a, const void *b) {
     return y->own - x->own;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 // A timed shape's operands, activations in the precision's operand format: a step's
 // GEMMs mostly take activations their producers already rounded, and the planner
 // prices the remaining rounding passes as memory-bound work.
@@ -101,8 +96,7 @@ static double time_gemm(kernel_ctx *kc, const shape *s, float *fl, size_t nfl, d
         if (r >= 0) t[r] = dt / calls;
     }
     operands_free(&x);
-    qsort(t, 5, sizeof(double), cmp_double);
-    return 3 * s->flops / t[2];
+    return 3 * s->flops / bg_median(t, 5);
 }
 
 static void add_shape(shape *v, int *n, double M, double K, double N, int own) {
@@ -126,8 +120,7 @@ static double median_call_s(void (*call)(void *ctx), void *ctx, double budget) {
         } while ((dt = bg_now() - t0) < budget / 5);
         t[r] = dt / calls;
     }
-    qsort(t, 5, sizeof(double), cmp_double);
-    return t[2];
+    return bg_median(t, 5);
 }
 
 typedef struct {

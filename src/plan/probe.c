@@ -21,11 +21,6 @@
 
 enum { REDUCE_FLOATS = 32 << 20, REDUCE_ITERS = 9 };
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 // Median over REDUCE_ITERS of the slowest rank's seconds for f over buf.
 static double median_s(dist_comm *w, void (*f)(dist_comm *, float *, size_t), float *buf, size_t n) {
     double t[REDUCE_ITERS];
@@ -37,8 +32,7 @@ static double median_s(dist_comm *w, void (*f)(dist_comm *, float *, size_t), fl
         t[i] = bg_now() - t0;
         dist_allreduce_max_f64(w, &t[i], 1);
     }
-    qsort(t, REDUCE_ITERS, sizeof t[0], cmp_double);
-    return t[REDUCE_ITERS / 2];
+    return bg_median(t, REDUCE_ITERS);
 }
 
 // bulk and reduce in bytes/s (reduce 0 where the sum's time is lost in the noise).

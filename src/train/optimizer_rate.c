@@ -10,11 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 double optimizer_bytes_per_s(size_t n, int threads) {
     const int before = bg_threads_get();
     bg_threads_set(threads);
@@ -37,6 +32,5 @@ double optimizer_bytes_per_s(size_t n, int threads) {
     adamw_free(&s);
     free(p), free(g);
     bg_threads_set(before);
-    qsort(dt + 1, 5, sizeof(double), cmp_double);
-    return 36.0 * (double)n / dt[3];
+    return 36.0 * (double)n / bg_median(dt + 1, 5);  // the first call warms up
 }
