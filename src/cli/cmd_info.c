@@ -20,7 +20,7 @@ int cmd_info(int argc, char **argv) {
                   "Print parameter counts and FLOPs per token of a config."))
         return 0;
     model_config cfg;
-    if (args_parse(specs, n, argc, argv, "info") != BG_OK || model_config_load(&cfg, config) != BG_OK) {
+    if (args_parse(specs, n, argc, argv, "info") != BG_OK || model_config_load_plan(&cfg, config) != BG_OK) {
         fprintf(stderr, "bagualu: %s\n", bg_last_error());
         return 2;
     }
@@ -32,6 +32,9 @@ int cmd_info(int argc, char **argv) {
     printf("active matmul params:    %.0f (%.2fM)\n", model_active_matmul_params(&cfg),
            model_active_matmul_params(&cfg) / 1e6);
     printf("train FLOPs per token:   %.4g (context %d)\n", model_flops_per_token(&cfg, seq_len), seq_len);
+    if (model_config_mla(&cfg))
+        printf("attention:               multi-head latent (plan only): the FLOPs count it, the "
+               "parameters count bagualu's standard attention\n");
     param_table_free(&t);
     return 0;
 }

@@ -97,7 +97,7 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
                      int inter_nodes) {
     model_config cfg, *c = NULL;
     if (config) {
-        if (model_config_load(&cfg, config) != BG_OK) return fprintf(stderr, "bagualu: %s\n", bg_last_error()), 2;
+        if (model_config_load_plan(&cfg, config) != BG_OK) return fprintf(stderr, "bagualu: %s\n", bg_last_error()), 2;
         c = &cfg;
         if (T > cfg.max_position_embeddings) T = cfg.max_position_embeddings;
     }
@@ -249,7 +249,7 @@ int cmd_plan(int argc, char **argv) {
                                "--imbalance, --load-cv >= 0, --overlap-* in [0,1], --a2a-elem-bytes > 0\n"), 2;
     model_config cfg;
     plan_cluster cl;
-    if (model_config_load(&cfg, config) != BG_OK || plan_cluster_load(&cl, cluster) != BG_OK)
+    if (model_config_load_plan(&cfg, config) != BG_OK || plan_cluster_load(&cl, cluster) != BG_OK)
         return fprintf(stderr, "bagualu: %s\n", bg_last_error()), 2;
     if (!search) {
         plan_result r;

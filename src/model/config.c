@@ -33,6 +33,7 @@ typedef struct {
     size_t offset;
     int required;
     const char *const *choices;  // KEY_ENUM: NULL-terminated names, value = index
+    int plan_only;               // priced by the planner, not trained; written when set
 } key_spec;
 
 static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
@@ -50,7 +51,8 @@ const char *model_router_type_name(int r) {
                : NULL;
 }
 
-#define KEY(field, kind, req, ch) {#field, kind, offsetof(model_config, field), req, ch}
+#define KEY(field, kind, req, ch) {#field, kind, offsetof(model_config, field), req, ch, 0}
+#define PLAN_KEY(field) {#field, KEY_INT, offsetof(model_config, field), 0, NULL, 1}
 static const key_spec keys[] = {
     KEY(vocab_size, KEY_INT, 1, NULL),
     KEY(max_position_embeddings, KEY_INT, 1, NULL),
@@ -86,6 +88,11 @@ static const key_spec keys[] = {
     KEY(capacity_factor, KEY_FLOAT, 0, NULL),
     KEY(drop_policy, KEY_ENUM, 0, drop_policy_names),
     KEY(routing_group_tokens, KEY_INT, 0, NULL),
+    PLAN_KEY(q_lora_rank),
+    PLAN_KEY(kv_lora_rank),
+    PLAN_KEY(qk_nope_head_dim),
+    PLAN_KEY(qk_rope_head_dim),
+    PLAN_KEY(v_head_dim),
 };
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
 
@@ -133,7 +140,7 @@ static int set_key(model_config *cfg, const key_spec *k, const cJSON *v, const c
     return BG_ERR;
 }
 
-int model_config_parse(model_config *cfg, const char *json, const char *origin) {
+static int parse_config(model_config *cfg, const char *json, const char *origin, int plan) {
     model_config_defaults(cfg);
     cJSON *root = cJSON_Parse(json);
     if (!root) return bg_error("%s: not valid JSON (near \"%.20s\")", origin,
@@ -172,7 +179,19 @@ int model_config_parse(model_config *cfg, const char *json, const char *origin) 
                               cfg->num_key_value_heads);
         }
     if (rc != BG_OK) return rc;
-    return model_config_validate(cfg, origin);
+    rc = model_config_validate(cfg, origin);
+    if (rc == BG_OK && !plan && model_config_mla(cfg))
+        rc = bg_error("%s: multi-head latent attention (v_head_dim) is for `bagualu plan` only: "
+                      "bagualu trains standard attention", origin);
+    return rc;
+}
+
+int model_config_parse(model_config *cfg, const char *json, const char *origin) {
+    return parse_config(cfg, json, origin, 0);
+}
+
+int model_config_parse_plan(model_config *cfg, const char *json, const char *origin) {
+    return parse_config(cfg, json, origin, 1);
 }
 
 // The routing keys of a MoE model (num_local_experts and num_experts_per_tok already
@@ -229,6 +248,17 @@ int model_config_validate(const model_config *c, const char *origin) {
         (c->num_key_value_heads > 0 && c->num_attention_heads % c->num_key_value_heads != 0))
         return bg_error("%s: num_key_value_heads (%d) must be positive and divide num_attention_heads (%d)",
                         origin, c->num_key_value_heads, c->num_attention_heads);
+    const int mla[] = {c->q_lora_rank, c->kv_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim,
+                       c->v_head_dim};
+    for (int i = 0; i < 5; i++)
+        if (mla[i] < 0 || mla[i] > (1 << 16))
+            return bg_error("%s: the latent attention sizes (q_lora_rank, kv_lora_rank, qk_nope_head_dim, "
+                            "qk_rope_head_dim, v_head_dim) must be in [0, 65536]", origin);
+    const int mla_any = c->q_lora_rank || c->kv_lora_rank || c->qk_nope_head_dim ||
+                        c->qk_rope_head_dim || c->v_head_dim;
+    if (mla_any && (!c->v_head_dim || !c->kv_lora_rank || c->qk_nope_head_dim + c->qk_rope_head_dim <= 0))
+        return bg_error("%s: latent attention needs v_head_dim, kv_lora_rank and a query/key head "
+                        "size (qk_nope_head_dim + qk_rope_head_dim) all positive", origin);
     int hs = c->hidden_size / c->num_attention_heads;
     if (c->position_embedding == POS_ROPE && hs % 2 != 0)
         return bg_error("%s: rope needs an even head size, got %d", origin, hs);
@@ -274,7 +304,7 @@ int model_config_validate(const model_config *c, const char *origin) {
     return BG_OK;
 }
 
-int model_config_load(model_config *cfg, const char *path) {
+static int load_config(model_config *cfg, const char *path, int plan) {
     FILE *f = fopen(path, "rb");
     if (!f) return bg_error("%s: cannot open config file", path);
     char *text = NULL;
@@ -308,15 +338,20 @@ int model_config_load(model_config *cfg, const char *path) {
         free(text);
         return bg_error("%s: config file contains NUL bytes (not JSON text)", path);
     }
-    int rc = model_config_parse(cfg, text, path);
+    int rc = parse_config(cfg, text, path, plan);
     free(text);
     return rc;
 }
+
+int model_config_load(model_config *cfg, const char *path) { return load_config(cfg, path, 0); }
+
+int model_config_load_plan(model_config *cfg, const char *path) { return load_config(cfg, path, 1); }
 
 char *model_config_to_json(const model_config *cfg) {
     cJSON *root = cJSON_CreateObject();
     for (int i = 0; i < NKEYS; i++) {
         const char *field = (const char *)cfg + keys[i].offset;
+        if (keys[i].plan_only && *(const int *)field == 0) continue;  // standard attention
         switch (keys[i].kind) {
         case KEY_INT: {
             int v = *(const int *)field;

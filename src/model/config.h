@@ -49,6 +49,12 @@ typedef struct {
     float capacity_factor;      // 0: dropless; else capacity = ceil(cf·tokens·k/E) per group
     int drop_policy;            // probability (default) or position
     int routing_group_tokens;   // tokens per routing group; 0: one sequence (--seq-len)
+    // Multi-head latent attention (DeepSeek-V2/V3; Hugging Face's names), priced by
+    // `bagualu plan` only: q and kv pass through low-rank latents (q_lora_rank 0: q is
+    // projected directly), each head scores with qk_nope + qk_rope dims and reads v_head_dim.
+    // model_config_parse refuses a config with v_head_dim set (bagualu's attention is
+    // standard); model_config_parse_plan accepts it. 0 everywhere: standard attention.
+    int q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
 } model_config;
 
 // "topk", "switch", ...: the name of router_type r (moe_router_find's key), NULL if none.
@@ -59,6 +65,9 @@ void model_config_defaults(model_config *cfg);
 // Parses JSON text; unknown keys, wrong types and invalid values are errors (bg_error).
 int model_config_parse(model_config *cfg, const char *json, const char *origin);
 int model_config_load(model_config *cfg, const char *path);
+// The same, admitting what only the planner prices (multi-head latent attention).
+int model_config_parse_plan(model_config *cfg, const char *json, const char *origin);
+int model_config_load_plan(model_config *cfg, const char *path);
 int model_config_validate(const model_config *cfg, const char *origin);
 // The config as JSON text (caller frees); parsing it gives the same config.
 char *model_config_to_json(const model_config *cfg);
@@ -72,6 +81,9 @@ static inline int model_kv_heads(const model_config *cfg) {
 static inline int model_qkv_width(const model_config *cfg) {
     return cfg->hidden_size + 2 * model_kv_heads(cfg) * (cfg->hidden_size / cfg->num_attention_heads);
 }
+
+// Multi-head latent attention (plan only).
+static inline int model_config_mla(const model_config *cfg) { return cfg->v_head_dim > 0; }
 
 static inline int model_layer_is_moe(const model_config *cfg, int layer) {
     return cfg->num_local_experts > 0 && (layer + 1) % cfg->moe_layer_freq == 0;

@@ -401,8 +401,12 @@ void model_router_state_table(param_table *t, const model_config *cfg) {
 
 double model_flops_per_token(const model_config *c, int T) {
     // PaLM's accounting: 6 FLOPs per matmul parameter per token (forward + backward)
-    // plus 12·L·C·T for the attention score and value products (every query head
-    // scores and weights, whatever the key/value heads).
-    return 6.0 * model_active_matmul_params(c) +
-           12.0 * c->num_hidden_layers * (double)c->hidden_size * T;
+    // plus 6·L·T·(score width + value width) for the attention score and value products,
+    // 12·L·C·T for standard heads (every query head scores and weights, whatever the
+    // key/value heads).
+    const double H = c->num_attention_heads;
+    const double widths = model_config_mla(c)
+                              ? H * (c->qk_nope_head_dim + c->qk_rope_head_dim + c->v_head_dim)
+                              : 2.0 * c->hidden_size;
+    return 6.0 * model_active_matmul_params(c) + 6.0 * c->num_hidden_layers * widths * T;
 }

@@ -249,12 +249,26 @@ size_t model_param_count(const model_config *cfg) {
     return w.offset;
 }
 
+// One layer's attention projections: q, o and the (GQA: narrower) k, v; under latent
+// attention (plan only) the latents' down and up projections and o from the v heads.
+double model_attention_matmul_params(const model_config *c) {
+    const double C = c->hidden_size, H = c->num_attention_heads;
+    if (model_config_mla(c)) {
+        const double qk = c->qk_nope_head_dim + c->qk_rope_head_dim, ql = c->q_lora_rank;
+        const double q = ql > 0 ? C * ql + ql * H * qk : C * H * qk;
+        const double kv = C * (c->kv_lora_rank + c->qk_rope_head_dim) +
+                          (double)c->kv_lora_rank * H * (c->qk_nope_head_dim + c->v_head_dim);
+        return q + kv + H * c->v_head_dim * C;
+    }
+    const double KV = (double)model_kv_heads(c) * (c->hidden_size / c->num_attention_heads);
+    return 2 * C * C + 2 * C * KV;
+}
+
 double model_active_matmul_params(const model_config *c) {
     double C = c->hidden_size, total = 0;
     int U_mul = c->hidden_act == FFN_SWIGLU ? 3 : 2;  // matrices per FFN
-    const double KV = (double)model_kv_heads(c) * (c->hidden_size / c->num_attention_heads);
     for (int l = 0; l < c->num_hidden_layers; l++) {
-        total += 2 * C * C + 2 * C * KV;  // q, o and the narrower k, v
+        total += model_attention_matmul_params(c);
         if (model_layer_is_moe(c, l)) {
             double ffn = U_mul * C * c->moe_intermediate_size;
             total += c->num_local_experts * C;  // router

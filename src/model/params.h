@@ -80,4 +80,6 @@ size_t model_param_count(const model_config *cfg);
 // Parameters touched per token in matmuls (attention, k routed + shared experts,
 // router, dense FFNs, LM head): the N in 6·N·tokens.
 double model_active_matmul_params(const model_config *cfg);
+// One layer's attention projection parameters (latent attention's when the config has it).
+double model_attention_matmul_params(const model_config *cfg);
 #endif

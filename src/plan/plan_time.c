@@ -165,12 +165,32 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     for (int layer = 0; layer < Ls; layer++) {
         // Attention block: qkv, o_proj GEMMs (columns split over tp), the causal core.
         double fw = 3 + rec;
-        const double W = model_qkv_width(c);  // q, and k, v of the kv heads
-        gemm(&g, N, C, W / tp, fw);
-        gemm(&g, N, C / tp, C, 3);
+        double W, hd, core_fwd;  // q/k/v widths, the score's head size, the core's forward FLOPs
+        if (model_config_mla(c)) {
+            // Latent attention: down-projections to the latents (replicated over tp), the
+            // heads' up-projections and o split over tp; scores over qk dims, values of v dims.
+            const double H = c->num_attention_heads, ql = c->q_lora_rank, kl = c->kv_lora_rank;
+            const double qk = c->qk_nope_head_dim + c->qk_rope_head_dim, dv = c->v_head_dim;
+            if (ql > 0) {
+                gemm(&g, N, C, ql, fw);
+                gemm(&g, N, ql, H * qk / tp, fw);
+            } else {
+                gemm(&g, N, C, H * qk / tp, fw);
+            }
+            gemm(&g, N, C, kl + c->qk_rope_head_dim, fw);
+            gemm(&g, N, kl, H * (c->qk_nope_head_dim + dv) / tp, fw);
+            gemm(&g, N, H * dv / tp, C, 3);
+            W = H * (qk + qk + dv), hd = qk;
+            core_fwd = N * T * H * (qk + dv) / tp;
+        } else {
+            W = model_qkv_width(c);  // q, and k, v of the kv heads
+            gemm(&g, N, C, W / tp, fw);
+            gemm(&g, N, C / tp, C, 3);
+            hd = C / c->num_attention_heads;
+            core_fwd = 2 * N * T * C / tp;
+        }
         mem_bytes += cast * (2 * N * C + N * W / tp) * 2;
-        double hd = C / c->num_attention_heads;
-        double core_fwd = 2 * N * T * C / tp, core = core_fwd * (1 + 2.5) + rec * core_fwd;
+        double core = core_fwd * (1 + 2.5) + rec * core_fwd;
         double rate = cl->attention_rate[l->dtype] > 0
                           ? cl->attention_rate[l->dtype]
                           : plan_gemm_rate(cl, l->dtype, T, hd, T) * cl->attention_efficiency;

@@ -27,6 +27,8 @@ cfg "{$good, \"routing_group_tokens\": -8}" group_tokens.json
 cfg "{$good, \"router_groups\": 0}" groups_zero.json
 cfg "{$good, \"router_groups\": 4, \"router_topk_groups\": 1}" group_experts.json
 cfg "{$good, \"capacity_factor\": 1.0, \"routing_group_tokens\": 12}" group_batch.json
+cfg "{$good, \"kv_lora_rank\": 8, \"qk_nope_head_dim\": 8, \"qk_rope_head_dim\": 4, \"v_head_dim\": 8}" mla.json
+cfg "{$good, \"v_head_dim\": 8}" mla_partial.json
 printf '\x00\x01binary' >"$D/binary.json"
 
 T=train
@@ -52,6 +54,8 @@ expect fraction "must be an integer" -- run "$D/frac.json" "$D/ok.bin"
 expect bad-enum "must be one of" -- run "$D/enum.json" "$D/ok.bin"
 expect router-type "\"router_type\" must be one of: topk, switch" -- run "$D/router_type.json" "$D/ok.bin"
 expect capacity "capacity_factor must be >= 0" -- run "$D/capacity.json" "$D/ok.bin"
+expect mla "multi-head latent attention (v_head_dim) is for \`bagualu plan\` only" -- run "$D/mla.json" "$D/ok.bin"
+expect mla-partial "latent attention needs v_head_dim, kv_lora_rank" -- run "$D/mla_partial.json" "$D/ok.bin"
 expect float-range "\"router_z_loss_coef\" must be a finite number" -- run "$D/float_range.json" "$D/ok.bin"
 expect topk-groups "router_topk_groups must be in .1, router_groups = 2" -- run "$D/topk_groups.json" "$D/ok.bin"
 expect groups-divide "router_groups (3) must divide num_local_experts (4)" -- run "$D/groups_divide.json" "$D/ok.bin"

@@ -75,6 +75,8 @@ expect array 'must be a JSON object' -- run "$D/array.json"
 expect missing-file 'cannot open' -- run "$D/nope.json"
 expect no-cluster '--config and --cluster are required' -- "$BIN" plan --config "$M"
 expect bad-config 'cannot open config' -- "$BIN" plan --config "$D/nope.json" --cluster "$HERE/box.json"
+python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c.update(v_head_dim=64, kv_lora_rank=0); json.dump(c, open(sys.argv[2], 'w'))" "$M" "$D/mla_bad.json"
+expect mla-sizes 'latent attention needs v_head_dim, kv_lora_rank' -- "$BIN" plan --config "$D/mla_bad.json" --cluster "$HERE/box.json"
 expect too-many-ranks 'need 9 nodes' -- run "$HERE/box.json" --ranks 18
 expect bad-ep 'expert-parallel degree 3' -- run "$HERE/box.json" --ranks 4 --expert-parallel 3
 expect bad-a2a '--a2a must be flat, hierarchical or 2d' -- run "$HERE/box.json" --a2a ring

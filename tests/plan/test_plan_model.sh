@@ -192,5 +192,32 @@ assert all(x["fits"] for x in s), "a layout that does not fit"
 assert len({json.dumps(x["layout"], sort_keys=True) for x in s}) == len(s), "repeated layouts"
 PY
 then ok; else bad "search output"; fi
+# Latent attention (plan only): with one head's q/k and v sizes equal to the standard
+# head size, the attention core costs what standard attention's does; doubling the
+# value heads adds time; the FLOPs per token add 6 L T H (qk + v) for the core.
+mla() {  # mla NAME QK V : m2 with latent attention of those head sizes
+  python3 - "$CFG/m2.json" "$D/$1.json" "$2" "$3" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(kv_lora_rank=64, qk_nope_head_dim=int(sys.argv[3]), qk_rope_head_dim=0, v_head_dim=int(sys.argv[4]))
+json.dump(c, open(sys.argv[2], "w"))
+PY
+}
+mla mla_same 64 64
+mla mla_wide 64 128
+flags="--ranks 1 --batch-size 2 --seq-len 128"
+a0=$(plan --config "$CFG/m2.json" $flags | field attention_s)
+a1=$(plan --config "$D/mla_same.json" $flags | field attention_s)
+a2=$(plan --config "$D/mla_wide.json" $flags | field attention_s)
+if awk -v a="$a0" -v b="$a1" -v c="$a2" 'BEGIN { exit !(a > 0 && b / a > 1 - 1e-6 && b / a < 1 + 1e-6 && c > b) }'; then ok
+else bad "latent attention's core: standard $a0 s, same sizes $a1 s, wider v $a2 s"; fi
+fpt() { "$BIN" info --config "$1" --seq-len 128 | sed -n 's/^train FLOPs per token: *\([0-9.e+]*\).*/\1/p'; }
+ap() { "$BIN" info --config "$1" | sed -n 's/^active matmul params: *\([0-9]*\).*/\1/p'; }
+f1=$(fpt "$D/mla_same.json"); f2=$(fpt "$D/mla_wide.json"); p1=$(ap "$D/mla_same.json"); p2=$(ap "$D/mla_wide.json")
+# wider v: the kv up-projection and o gain 8 heads x 64 x (64 + 512) per layer; the core 6 L T H 64
+want=$(awk -v p1="$p1" 'BEGIN { printf "%.0f", p1 + 8 * (8 * 64 * (64 + 512)) }')
+if [ "$p2" = "$want" ] &&
+   awk -v a="$f1" -v b="$f2" -v d="$((p2 - p1))" 'BEGIN { w = 6 * d + 6 * 8 * 128 * 8 * 64; exit !((b - a) / w > 1 - 1e-3 && (b - a) / w < 1 + 1e-3) }'
+then ok; else bad "latent attention's counts: params $p1 -> $p2 (wanted $want), FLOPs per token $f1 -> $f2"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
