@@ -12,7 +12,9 @@
 # predicted from a calibration made just before it (the calibrated fp32 peak of one
 # machine moved 177 -> 239 GFLOP/s between runs of this script an hour apart): the
 # predicted step is the median of the rounds' predictions. Peak RSS: rank 0's
-# peak_rss_mib, the median over the runs. Predicted RSS = the memory report's total + the process's
+# peak_rss_mib, the median over the runs. Predicted RSS = the plan's expected_total (the
+# memory report's total with dropless EP's grown heap at the expected imbalance, not at
+# its 8x limit, which a run reaches only under a collapsed gate) + the process's
 # base (libraries, MPI, thread stacks), taken once from tiny_moe at P=1 (one process)
 # and P=2 (MPI) — those two rows are marked "base" and carry no memory error.
 # Usage: bench/plan_validate.sh [build-dir] [steps]   env: RANKS="1 2 4" REPS=3 ROWS="..."
@@ -108,9 +110,10 @@ for (name, P), (m, r, ps, cals, c, a, ars) in runs.items():
 n_runs = min(len(v[0]) for v in runs.values())
 print(f"measured: the median of {n_runs} alternated runs per row; predicted: the median of their rounds' predictions")
 MiB = 1024 * 1024
+def expected(p): return p["memory"].get("expected_total", p["memory"]["total"])
 base = {}
 for name, P, meas, rss, p, *_ in rows:
-    if name == "tiny_moe" and P in (1, 2): base[P] = rss - p["memory"]["total"] / MiB
+    if name == "tiny_moe" and P in (1, 2): base[P] = rss - expected(p) / MiB
 print(f"process base RSS: {base.get(1, 0):.1f} MiB (one process), {base.get(2, 0):.1f} MiB (MPI rank)")
 print("pred s: routing as independent uniform (the planner's default; SWIPE balanced);"
       " cv: the runs' load_cv, and pred|cv s the prediction given it (--load-cv)")
@@ -120,7 +123,7 @@ print(f"{'config':10s} {'P':>2s} {'EP':>3s} {'pred s':>8s} {'meas s':>8s} {'err 
 et, em, ec, eg = [], [], [], []
 for name, P, meas, rss, p, cv, pcv, ar, pg in rows:
     b = base.get(1 if P == 1 else 2, 0)
-    pm = p["memory"]["total"] / MiB + b
+    pm = expected(p) / MiB + b
     e1 = 100 * (p["step_s"] - meas) / meas
     e2 = 100 * (pm - rss) / rss
     et.append(abs(e1))

@@ -1,11 +1,13 @@
 // The memory report (memory_plan.h): the run's allocations replayed on measuring arenas.
 #include "model/memory_plan.h"
+
 #include "core/arena.h"
 #include "comm/dist.h"
 #include "kernels/kernels.h"
 #include "model/zero_shard.h"
 #include "moe/capacity.h"
 
+#include <math.h>
 #include <string.h>
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -109,7 +111,10 @@ void memory_plan(memory_report *r, const model_config *c, const memory_plan_inpu
                           exchange_arena_bytes(&s, N, 0);
         r->expert_rows = (long)moe_expert_rows_bound(&s, N);
         if (r->expert_rows == 0) {  // grown up to the limit, an eighth more (exchange.c)
-            size_t rows = (size_t)mp.max_rows + (size_t)mp.max_rows / 8;
+            size_t peak = in->heap_rows_factor > 0 ? (size_t)ceil(in->heap_rows_factor * (double)share)
+                                                   : (size_t)mp.max_rows;
+            if (peak > (size_t)mp.max_rows) peak = (size_t)mp.max_rows;
+            size_t rows = peak + peak / 8;
             size_t cap = moe_expert_rows_cap(&s, N);
             r->moe_exchange_heap = moe_grown_bytes(&s, rows < cap ? rows : cap, caches);
         }

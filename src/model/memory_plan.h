@@ -25,6 +25,10 @@ typedef struct {
     size_t snapshot_bytes;      // asynchronous saves' snapshot buffer (0: none)
     int a2a_algo;               // enum dist_a2a_algo of the MoE exchange (0: flat)
     int ranks_per_node;         // of the world's layout (0: all on one node)
+    // > 0: dropless EP's heap sized for this many times a rank's mean rows (as the run
+    // grows it: an eighth more than the peak seen) instead of for its limit; the planner's
+    // expectation, never the report train prints.
+    double heap_rows_factor;
 } memory_plan_input;
 
 typedef struct {

@@ -37,7 +37,8 @@ static void max_into(memory_report *m, const memory_report *r) {
 // One rank's memory as `bagualu train` reports it: each component the largest over the
 // ranks (every rank up to 256; beyond, ranks 0 and P-1: every rank holds E/EP experts
 // and the ZeRO slices differ by at most one element).
-static void plan_memory(memory_report *m, const model_config *c, const plan_layout *l, int ep, int zero, int R) {
+static void plan_memory(memory_report *m, const model_config *c, const plan_layout *l, int ep, int zero, int R,
+                        double heap_rows_factor) {
     model_options opt = {.attention = MODEL_ATTN_FLASH, .lm_head_chunk = MODEL_LM_HEAD_CHUNK,
                          .loss_scale = 1, .recompute = l->recompute};
     int P = l->P / (l->tp * l->pp);
@@ -45,7 +46,8 @@ static void plan_memory(memory_report *m, const model_config *c, const plan_layo
     memory_plan_input in = {.B = l->B, .T = l->T, .opt = opt, .dtype = dt, .world_size = P,
                             .ep = ep, .a2a_chunks = l->a2a_chunks, .zero = zero,
                             // plan_a2a numbers the algorithms as comm/dist.h does
-                            .a2a_algo = (int)l->a2a, .ranks_per_node = R};
+                            .a2a_algo = (int)l->a2a, .ranks_per_node = R,
+                            .heap_rows_factor = heap_rows_factor};
     memset(m, 0, sizeof *m);
     for (int r = 0; r < P; r = P > 256 && r < P - 1 ? P - 1 : r + 1) {
         in.world_rank = r;
@@ -96,7 +98,7 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
     if (cl->node_mem_bw > 0) scaled.mem_bw = fmin(scaled.mem_bw, cl->node_mem_bw / R);
     if (cl->node_opt_bw > 0 && scaled.opt_bw > 0) scaled.opt_bw = fmin(scaled.opt_bw, cl->node_opt_bw / R);
     r->zero = dp > 1 && l->zero != 0;
-    plan_memory(&r->mem, c, l, ep, r->zero, R);
+    plan_memory(&r->mem, c, l, ep, r->zero, R, 0);
     memory_report *m = &r->mem;
     if (l->tp > 1 || l->pp > 1) {
         // Analytic: a stage holds L/pp layers' parameters split tp ways and, in a 1F1B
@@ -115,6 +117,12 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
     param_table_numel_local(c, 0, el, &numel, &dense);
     double f = 1.0 / (l->tp * (double)l->pp);
     plan_time(r, c, &scaled, l, (size_t)(dense * f), (size_t)(numel * f), (size_t)(m->owned * f));
+    r->mem_expected = m->total;
+    if (m->moe_exchange_heap > 0) {
+        memory_report e;
+        plan_memory(&e, c, l, ep, r->zero, R, r->imbalance);
+        r->mem_expected = m->total - m->moe_exchange_heap + e.moe_exchange_heap;
+    }
     return BG_OK;
 }
 

@@ -42,6 +42,10 @@ typedef struct {
     double imbalance, keep;    // expert rows max/mean; kept fraction after capacity
     double tokens_per_s, mfu;
     memory_report mem;         // per rank, each component the largest over the ranks
+    // mem.total with dropless EP's grown heap at the expected imbalance's rows instead of
+    // its limit (8x the mean): what a run is likely to touch (peak RSS), where mem.total
+    // is what it may allocate. Equal to mem.total without a grown heap.
+    size_t mem_expected;
     double mem_node;           // bytes per node
     int fits;
     int ep, ranks_per_node, zero;
