@@ -38,6 +38,12 @@ static void check_casts(void) {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += h[i] != bg_f32_to_bf16(x[i]);
     TU_CHECK(bad == 0, "cast_f32_to_bf16: %zu of %zu differ from the reference", bad, n);
+    // The serial path, a length that is no multiple of 16, at an unaligned start.
+    const size_t ns = 1001;
+    cast_f32_to_bf16(h, x + 3, ns);
+    bad = 0;
+    for (size_t i = 0; i < ns; i++) bad += h[i] != bg_f32_to_bf16(x[3 + i]);
+    TU_CHECK(bad == 0, "cast_f32_to_bf16 (serial, %zu): %zu differ from the reference", ns, bad);
     round_f32_to_f16(r, x, n);
     bad = 0;
     for (size_t i = 0; i < n; i++) {
