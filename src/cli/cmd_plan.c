@@ -149,6 +149,8 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
         double node_cores = (double)cores / inter_nodes, share = node_cores / threads;
         cl.nodes = inter_nodes;
         cl.ranks_per_node = share >= 1 ? (int)share : 1;
+        // The speedups were measured on all the machine's cores, not a node's share.
+        if (cl.ranks_per_node != (int)(cores / threads)) cl.node_gemm_speedup = cl.node_act_speedup = 0;
         cl.mem_per_node /= inter_nodes;
         if (share < 1) plan_cluster_scale_rates(&cl, share);
     }
@@ -161,10 +163,10 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     }
     free(json);
     fprintf(stderr, "plan: wrote %s (fp32 peak %.3g, bf16 peak %.3g GFLOP/s, memory %.3g GB/s (node %.3g), "
-                    "elementwise kernels %.3g GB/s, optimizer %.3g GB/s (node %.3g), "
+                    "elementwise kernels %.3g GB/s, all cores x%.2f GEMMs x%.2f elementwise, optimizer %.3g GB/s (node %.3g), "
                     "links %.3g GB/s, %.3g us, bulk %.3g GB/s, reduce %.3g GB/s; inter-node %.3g GB/s, %.3g us, gap %.3g us, sync %.3g us)\n", out,
             cl.peak[PLAN_FP32] / 1e9, cl.peak[PLAN_BF16] / 1e9, cl.mem_bw / 1e9, cl.node_mem_bw / 1e9,
-            cl.act_bw / 1e9, cl.opt_bw / 1e9, cl.node_opt_bw / 1e9,
+            cl.act_bw / 1e9, cl.node_gemm_speedup, cl.node_act_speedup, cl.opt_bw / 1e9, cl.node_opt_bw / 1e9,
             bw / 1e9, lat * 1e6, bulk / 1e9, reduce / 1e9,
             cl.inter_bw / 1e9, cl.inter_lat * 1e6, cl.inter_gap * 1e6, cl.inter_sync * 1e6);
     return 0;

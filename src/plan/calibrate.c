@@ -5,6 +5,7 @@
 #include "core/timer.h"
 #include "kernels/kernels.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -221,6 +222,26 @@ static double time_activation_kernels(const model_config *c, int B, int T, doubl
     return bytes / t;
 }
 
+// How much faster a rank runs the model's fp32 GEMM triples on `all` threads than on
+// `threads`: the ratio of their summed times, each shape timed at both counts in turn
+// (the machine's drift lands on both).
+static double gemm_speedup(const shape *v, int n, int threads, int all, float *fl, size_t nfl,
+                           double budget) {
+    int own = 0;
+    for (int i = 0; i < n; i++) own += v[i].own;
+    if (!own) return 0;
+    kernel_ctx *kc = kernel_ctx_create(BG_FP32);
+    double t[2] = {0, 0};
+    for (int i = 0; i < n; i++)
+        for (int r = 0; r < 2 && v[i].own; r++) {
+            bg_threads_set(r ? all : threads);
+            t[r] += 3 * v[i].flops / time_gemm(kc, &v[i], fl, nfl, budget / (2.0 * 5 * own));
+        }
+    bg_threads_set(threads);
+    kernel_ctx_free(kc);
+    return t[0] / t[1];
+}
+
 int plan_calibrate_shapes(plan_gemm_shape *v, const model_config *c, int B, int T) {
     int n = 0;
     if (c) {
@@ -302,6 +323,19 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
                                                           c->num_attention_heads, model_kv_heads(c),
                                                           0.1 * seconds / 3);  // 5 samples
     }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    // One rank on all the cores (ranks_per_node x threads, as the CLI's file states):
+    // its speedup over `threads`, at most the ratio.
+    const int all = cores >= 2 * threads ? (int)(cores / threads) * threads : threads;
+    if (c && all > threads) {
+        const double ratio = (double)all / threads;
+        cl->node_gemm_speedup = fmin(ratio, gemm_speedup(v, n, threads, all, fl, nfl, 0.1 * seconds));
+        const double act1 = time_activation_kernels(c, B, T, 0.03 * seconds);
+        bg_threads_set(all);
+        const double actn = time_activation_kernels(c, B, T, 0.03 * seconds);
+        bg_threads_set(threads);
+        cl->node_act_speedup = fmin(ratio, actn / act1);
+    }
     free(fl);
     // A rank's memory bandwidth, and the node's with every core streaming (the ranks of
     // a node share it: one core's stream does not reach it cores times); 2 x 64 MiB.
@@ -309,7 +343,6 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
     float *x = bg_aligned_alloc(len * 4), *y = bg_aligned_alloc(len * 4);
     memset(x, 0, len * 4), memset(y, 0, len * 4);
     cl->mem_bw = triad_bw(x, y, len, threads);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cl->node_mem_bw = cores > threads ? triad_bw(x, y, len, (int)cores) : cl->mem_bw;
     free(x), free(y);
     cl->act_bw = c ? time_activation_kernels(c, B, T, 0.05 * seconds) : 0;

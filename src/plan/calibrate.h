@@ -26,7 +26,8 @@ int plan_calibrate_shapes(plan_gemm_shape *v, const model_config *c, int B, int 
 // budget for all GEMM timings. Fills peak (the best rate seen), the curves of fp32,
 // bf16 and fp16, mem_bw (on `threads`) and node_mem_bw (on every core), act_bw (the
 // model's elementwise kernels on `threads`; 0 without a model),
-// cores_per_rank = threads, memory_per_node from the system.
+// cores_per_rank = threads, memory_per_node from the system; with a model and at least
+// twice `threads` cores, node_gemm_speedup and node_act_speedup (a rank on all of them).
 int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T, int threads,
                            double seconds);
 

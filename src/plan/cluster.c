@@ -103,7 +103,7 @@ static int parse_curve(plan_gemm_curve *g, const cJSON *arr, const char *dt, con
 
 static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
     static const char *const top[] = {"name", "sources", "notes", "assumptions", "nodes", "ranks_per_node",
-        "cores_per_rank", "node_memory_bandwidth", "activation_bandwidth", "optimizer_bandwidth", "node_optimizer_bandwidth", "peak_flops", "gemm", "gemm_efficiency", "attention_efficiency", "attention_rate",
+        "cores_per_rank", "node_memory_bandwidth", "activation_bandwidth", "optimizer_bandwidth", "node_optimizer_bandwidth", "node_gemm_speedup", "node_activation_speedup", "peak_flops", "gemm", "gemm_efficiency", "attention_efficiency", "attention_rate",
         "memory_per_node", "memory_bandwidth", "reduce_bandwidth", "intra_node", "inter_node", "topology", NULL};
     static const char *const link[] = {"bandwidth", "latency", "gap", "sync", NULL};
     static const char *const intra_keys[] = {"bandwidth", "latency", "gap", "sync", "bulk_bandwidth", NULL};
@@ -167,8 +167,12 @@ static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
         get_num(root, "activation_bandwidth", "", origin, 0, 1, &c->act_bw) ||
         get_num(root, "optimizer_bandwidth", "", origin, 0, 1, &c->opt_bw) ||
         get_num(root, "node_optimizer_bandwidth", "", origin, 0, 1, &c->node_opt_bw) ||
-        get_num(root, "reduce_bandwidth", "", origin, 0, 1, &c->reduce_bw))
+        get_num(root, "reduce_bandwidth", "", origin, 0, 1, &c->reduce_bw) ||
+        get_num(root, "node_gemm_speedup", "", origin, 0, 1, &c->node_gemm_speedup) ||
+        get_num(root, "node_activation_speedup", "", origin, 0, 1, &c->node_act_speedup))
         return BG_ERR;
+    if (c->node_gemm_speedup > c->ranks_per_node || c->node_act_speedup > c->ranks_per_node)
+        return bg_error("%s: a node speedup must be at most ranks_per_node (%d)", origin, c->ranks_per_node);
     if (get_object(root, "intra_node", origin, 1, &intra) || check_keys(intra, intra_keys, "intra_node.", origin) ||
         get_num(intra, "bandwidth", "intra_node.", origin, 1, 1, &c->intra_bw) ||
         get_num(intra, "bulk_bandwidth", "intra_node.", origin, 0, 1, &c->intra_bulk_bw) ||
@@ -282,6 +286,8 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
     if (c->opt_bw > 0) add_number(root, "optimizer_bandwidth", c->opt_bw);
     if (c->node_opt_bw > 0) add_number(root, "node_optimizer_bandwidth", c->node_opt_bw);
     if (c->reduce_bw > 0) add_number(root, "reduce_bandwidth", c->reduce_bw);
+    if (c->node_gemm_speedup > 0) add_number(root, "node_gemm_speedup", c->node_gemm_speedup);
+    if (c->node_act_speedup > 0) add_number(root, "node_activation_speedup", c->node_act_speedup);
     cJSON *in = cJSON_AddObjectToObject(root, "intra_node"), *out = cJSON_AddObjectToObject(root, "inter_node");
     add_number(in, "bandwidth", c->intra_bw);
     add_number(in, "latency", c->intra_lat);
@@ -318,13 +324,21 @@ void plan_gemm_curve_finish(plan_gemm_curve *g) {
     if (g->n) g->typical_ai = exp(s / g->n);
 }
 
+// A rank on `share` times the file's cores, with `speedup` measured on all of a node's
+// ranks_per_node shares: linear in the cores between 1 and that point.
+static double cores_factor(const plan_cluster *c, double share, double speedup) {
+    if (share <= 1 || speedup <= 0 || c->ranks_per_node <= 1) return share;
+    return 1 + (share - 1) * (speedup - 1) / (c->ranks_per_node - 1);
+}
+
 void plan_cluster_scale_rates(plan_cluster *c, double share) {
+    const double fg = cores_factor(c, share, c->node_gemm_speedup);
     for (int d = 0; d < PLAN_NDTYPES; d++) {
-        c->peak[d] *= share, c->attention_rate[d] *= share;
+        c->peak[d] *= fg, c->attention_rate[d] *= fg;
         for (int k = 0; k < PLAN_GEMM_CLASSES; k++)
-            for (int i = 0; i < c->gemm[d][k].n; i++) c->gemm[d][k].rate[i] *= share;
+            for (int i = 0; i < c->gemm[d][k].n; i++) c->gemm[d][k].rate[i] *= fg;
     }
-    c->mem_bw *= share, c->act_bw *= share, c->opt_bw *= share;
+    c->mem_bw *= share, c->act_bw *= cores_factor(c, share, c->node_act_speedup), c->opt_bw *= share;
     // The reduction's copies and sums are one thread's: slower on a core's share, no
     // faster on more cores.
     const double one = share < 1 ? share : 1;

@@ -52,6 +52,10 @@ typedef struct {
                                         // (zeroing, norm, AdamW; 0: mem_bw)
     double node_opt_bw;                 // the same with every core of the node (0: opt_bw
                                         // x ranks)
+    // Measured speedups of one rank on all the node's cores (ranks_per_node x
+    // cores_per_rank) over cores_per_rank: the model's GEMMs, and its elementwise kernels
+    // (0: ideal, ranks_per_node). Barriers and shared caches keep them under the ratio.
+    double node_gemm_speedup, node_act_speedup;
     double intra_bw, intra_lat;         // per rank, inside a node
     // The gradient reduction's transfers (buffers past the caches, every rank of the node
     // at once), per rank (0: intra_bw), and its rank-order sum's bytes/s per rank, every
@@ -76,7 +80,8 @@ int plan_cluster_load(plan_cluster *c, const char *path);
 char *plan_cluster_to_json(const plan_cluster *c, const char *source_note);
 // The GEMM rate (FLOP/s per rank) of one (M,K)x(K,N) call in dtype d.
 // A rank given `share` times the cores the file states: every per-rank rate (peaks,
-// GEMM curves, attention, memory and activation bandwidth) times share.
+// GEMM curves, attention, memory and activation bandwidth) times share; above 1, the
+// compute rates by the measured speedups instead, interpolated in the cores.
 void plan_cluster_scale_rates(plan_cluster *c, double share);
 double plan_gemm_rate(const plan_cluster *c, plan_dtype d, double M, double K, double N);
 #endif

@@ -40,6 +40,8 @@ mk frac_nodes 'c["nodes"] = 2.5'
 mk oversub 'c["topology"]["oversubscription"] = 0.5'
 mk huge_supernode 'c["topology"]["supernode_nodes"] = 1e300'
 mk eff 'c["gemm_efficiency"] = 1.5'
+mk speedup_high 'c["node_gemm_speedup"] = 3'
+mk speedup_neg 'c["node_activation_speedup"] = -1'
 printf '{"nodes": 1,' >"$D/truncated.json"
 echo '[1, 2]' >"$D/array.json"
 run() { "$BIN" plan --config "$M" --cluster "$1" "${@:2}"; }
@@ -70,6 +72,8 @@ expect frac-nodes '"nodes" must be a whole number' -- run "$D/frac_nodes.json"
 expect oversub 'oversubscription" must be >= 1' -- run "$D/oversub.json"
 expect huge-supernode '"topology.supernode_nodes" must be a whole number' -- run "$D/huge_supernode.json"
 expect eff 'efficiencies must be at most 1' -- run "$D/eff.json"
+expect speedup-high 'node speedup must be at most ranks_per_node (2)' -- run "$D/speedup_high.json"
+expect speedup-neg '"node_activation_speedup" must be positive' -- run "$D/speedup_neg.json"
 expect truncated 'not valid JSON' -- run "$D/truncated.json"
 expect array 'must be a JSON object' -- run "$D/array.json"
 expect missing-file 'cannot open' -- run "$D/nope.json"
