@@ -14,7 +14,8 @@
 #   RUNS_DIR=dir   where the runs go (default $BITS_DIR/runs)
 #   IGNORE_FIELDS="a b"  log fields a change alters on purpose (say why where you report it)
 #
-# Runs: tiny MoE in fp32, bf16 and fp16 (one process, 2 threads), and P=4 under mpirun
+# Runs: tiny MoE in fp32 (also at a batch that fuses the LM head), bf16 and fp16 (one
+# process, 2 threads), and P=4 under mpirun
 # with EP=4 and the hierarchical all-to-all over 2 emulated nodes, and P=4 with EP=2 and
 # a chunked flat exchange. Exit 0 only when every run matches.
 set -euo pipefail
@@ -91,6 +92,8 @@ check() {  # name, flags...
 }
 
 check fp32 --threads 2
+# 36 x 32 = 1152 tokens: the fused LM head (MODEL_LM_HEAD_CHUNK 1024 rows) in two chunks.
+check fp32_lmfused --threads 2 --batch-size 36
 check bf16 --threads 2 --dtype bf16
 check fp16 --threads 2 --dtype fp16
 if [ "$have_mpi" = 1 ]; then

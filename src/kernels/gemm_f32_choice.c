@@ -1,11 +1,10 @@
 // Which f32 GEMM the matmul runs: bagualu's own AVX-512 kernel (gemm_f32_avx512.c) on
 // Intel CPUs with AVX-512F, where it beats oneDNN 2.6's f32 GEMM at the model's shapes
-// (BENCHMARKS.md, issue 19); oneDNN elsewhere, AMD's Zen 4/5 included, where oneDNN
-// was measured near the FMA peak and the own kernel, faster on some forward products and
-// slower on the data gradients, was no faster over whole steps on Zen 5. Decided from
-// the CPU flags alone, never by timing, so a run and its resume sum in the same order;
-// BAGUALU_GEMM=own|onednn forces one for tests and benchmarks.
-#include <cpuid.h>
+// (BENCHMARKS.md, issue 19); on AMD Zen 5 the own kernel for the forward and weights
+// products and oneDNN for the data products, each the faster there over GPT-2's and
+// M1's steps; oneDNN elsewhere (Zen 4 included: not measured with the own kernel).
+// Decided from the CPU's identity alone, never by timing, so a run and its resume sum
+// in the same order; BAGUALU_GEMM=own|mixed|onednn forces one for tests and benchmarks.
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,33 +12,39 @@
 #include "kernels/gemm_f32.h"
 #include "kernels/kernels.h"
 
-const char *gemm_f32_impl_name(gemm_f32_impl g) { return g == GEMM_F32_OWN ? "own" : "onednn"; }
+const char *gemm_f32_impl_name(gemm_f32_impl g) {
+    return g == GEMM_F32_OWN ? "own" : g == GEMM_F32_MIXED ? "mixed" : "onednn";
+}
 
 static int gemm_f32_impl_parse(const char *name, gemm_f32_impl *out) {
     if (!strcmp(name, "own")) *out = GEMM_F32_OWN;
     else if (!strcmp(name, "onednn")) *out = GEMM_F32_ONEDNN;
+    else if (!strcmp(name, "mixed")) *out = GEMM_F32_MIXED;
     else return -1;
     return 0;
 }
 
-gemm_f32_impl gemm_f32_impl_for(const char *vendor, int avx512f) {
-    return avx512f && !strcmp(vendor, "GenuineIntel") ? GEMM_F32_OWN : GEMM_F32_ONEDNN;
+gemm_f32_impl gemm_f32_impl_for(const cpu_identity *id) {
+    if (!id->avx512f) return GEMM_F32_ONEDNN;
+    if (!strcmp(id->vendor, "GenuineIntel")) return GEMM_F32_OWN;
+    if (!strcmp(id->vendor, "AuthenticAMD") && id->family == 26) return GEMM_F32_MIXED;
+    return GEMM_F32_ONEDNN;
 }
 
 static gemm_f32_impl cpu_choice(void) {
-    char vendor[13] = {0};
-    unsigned a, b, c, d;
-    if (__get_cpuid(0, &a, &b, &c, &d)) memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4);
-    return gemm_f32_impl_for(vendor, gemm_f32_supported());
+    cpu_identity id;
+    cpu_identity_detect(&id);
+    id.avx512f = id.avx512f && gemm_f32_supported();
+    return gemm_f32_impl_for(&id);
 }
 
 int gemm_f32_impl_select(gemm_f32_impl *out) {
     const char *env = getenv("BAGUALU_GEMM");
     if (env && *env) {
         if (gemm_f32_impl_parse(env, out) != 0)
-            return bg_error("BAGUALU_GEMM must be own or onednn, not \"%s\"", env);
-        if (*out == GEMM_F32_OWN && !gemm_f32_supported())
-            return bg_error("BAGUALU_GEMM=own needs a CPU with AVX-512F");
+            return bg_error("BAGUALU_GEMM must be own, mixed or onednn, not \"%s\"", env);
+        if (*out != GEMM_F32_ONEDNN && !gemm_f32_supported())
+            return bg_error("BAGUALU_GEMM=%s needs a CPU with AVX-512F", env);
         return BG_OK;
     }
     *out = cpu_choice();
@@ -47,7 +52,7 @@ int gemm_f32_impl_select(gemm_f32_impl *out) {
 }
 
 gemm_f32_impl gemm_f32_impl_default(void) {
-    gemm_f32_impl g;
+    gemm_f32_impl g = GEMM_F32_ONEDNN;
     // A bad variable falls back to the CPU's choice here; trainer_init reports it.
     if (gemm_f32_impl_select(&g) != BG_OK) g = cpu_choice();
     return g;

@@ -77,11 +77,13 @@ void kernel_ctx_set_bf16_path(kernel_ctx *kc, bf16_path path);
 
 // ---- f32 GEMM ------------------------------------------------------------------
 // Which GEMM runs f32 products (gemm_f32_choice.c): bagualu's own AVX-512 kernel
-// (gemm_f32.h; "own") on Intel CPUs with AVX-512F, oneDNN's ("onednn") elsewhere; bf16
-// products always run in oneDNN. BAGUALU_GEMM=own|onednn forces one; select: BG_ERR for
-// another value or for own without AVX-512F; default: the CPU's choice in that case.
-typedef enum { GEMM_F32_ONEDNN = 0, GEMM_F32_OWN = 1 } gemm_f32_impl;
-gemm_f32_impl gemm_f32_impl_for(const char *vendor, int avx512f);  // the rule (cpuid vendor string)
+// (gemm_f32.h; "own") on Intel CPUs with AVX-512F, "mixed" on AMD Zen 5 (the own kernel
+// for the forward and weights products, oneDNN for the data products), oneDNN's
+// ("onednn") elsewhere; bf16 products always run in oneDNN. BAGUALU_GEMM=own|mixed|onednn
+// forces one; select: BG_ERR for another value or for own/mixed without AVX-512F;
+// default: the CPU's choice in that case.
+typedef enum { GEMM_F32_ONEDNN = 0, GEMM_F32_OWN = 1, GEMM_F32_MIXED = 2 } gemm_f32_impl;
+gemm_f32_impl gemm_f32_impl_for(const cpu_identity *id);  // the rule
 const char *gemm_f32_impl_name(gemm_f32_impl g);
 int gemm_f32_impl_select(gemm_f32_impl *out);
 gemm_f32_impl gemm_f32_impl_default(void);
@@ -141,6 +143,10 @@ typedef enum { MATMUL_WRITE = 0, MATMUL_ADD = 1 } matmul_store;
 void matmul_backward_op(kernel_ctx *kc, float *dinp, matmul_store dinp_store, float *dweight,
                         matmul_operand dout, matmul_operand inp, const float *weight, int M,
                         int K, int N);
+// dweight (N,K) = doutᵀ · inp, written (MATMUL_WRITE: no zeroing pass by the caller) or
+// added, alone.
+void matmul_weights_grad_op(kernel_ctx *kc, float *dweight, matmul_store store, matmul_operand dout,
+                            matmul_operand inp, int M, int K, int N);
 // Room for n rounded values when kc's precision is bf16 (NULL otherwise), reused by the
 // next GEMM call: the fused LM head writes its bf16 dlogits there.
 void *matmul_bf16_dout_buffer(kernel_ctx *kc, size_t n);
@@ -289,8 +295,8 @@ void crossentropy_backward(float *dlogits, const float *logits, const float *lse
 // ---- LM head fused with the loss ----------------------------------------------------
 // The vocabulary projection logits = x·Wᵀ and the cross-entropy, chunk_rows rows at a
 // time, so the (N,V) logits are never held: forward and backward in one pass.
-// x (N,C), W (V,C), targets (N); losses and lse (N) write; dx (N,C) += and
-// dW (V,C) += the gradients of scale·Σ losses (NULL: not needed); work is workspace of
+// x (N,C), W (V,C), targets (N); losses and lse (N) write; dx (N,C) and dW (V,C) write
+// the gradients of scale·Σ losses (NULL: not needed; never read); work is workspace of
 // lmhead_workspace_floats(chunk_rows, C, V) floats. Equals matmul_forward +
 // crossentropy_forward/backward + matmul_backward up to float rounding: the softmax's
 // normalisation is applied to the GEMMs' (N,C) sides instead of the (N,V) gradient, so

@@ -5,10 +5,12 @@
 // Per chunk of rows, in one pass (training):
 //   logits = x·Wᵀ                                  (matmul_forward)
 //   losses, lse; E = exp(logits - rowmax) over the logits (xent_rows)
-//   dx += k ∘ (E·W),  dW += Eᵀ·(k ∘ x)              (matmul_backward_op)
+//   dx = k ∘ (E·W),  dW (+)= Eᵀ·(k ∘ x)             (matmul_backward_op, matmul_weights_grad_op)
 // with k = scale / Σ_v E per row, and the target's entry of E lowered by that sum, so
 // that k ∘ E is scale·(softmax - onehot), the gradient of the logits. The same three
-// GEMMs as the unfused path, so no FLOPs are added; the chunk only has to be tall
+// GEMMs as the unfused path, so no FLOPs are added. Both gradients are written, never
+// read first: each chunk's dx rows are its own, and the first chunk writes dW, the others
+// add to it (no zeroing pass over V·C floats). The chunk only has to be tall
 // enough for the GEMMs to stay efficient (the chunk's rows are the reduction dimension
 // of the dW product, which rereads and rewrites all of dW, V·C floats, once per chunk).
 #include "kernels/kernels.h"
@@ -22,7 +24,7 @@
 enum { XENT_CHUNK = 1024 };
 
 size_t lmhead_workspace_floats(int chunk_rows, int C, int V) {
-    return (size_t)chunk_rows * ((size_t)V + 2 * (size_t)C + 1);
+    return (size_t)chunk_rows * ((size_t)V + (size_t)C + 1);
 }
 
 // crossentropy_forward and the unnormalised gradient in two sweeps over each row of
@@ -69,32 +71,26 @@ static void xent_rows(float *losses, float *lse, float *rowk, float *logits, uin
     }
 }
 
-// y (rows, C) = k ∘ x per row (add: y += k ∘ x).
-static void scale_rows(float *y, const float *k, const float *x, int rows, int C, int add) {
+// y (rows, C) = k ∘ x per row; y may be x.
+static void scale_rows(float *y, const float *k, const float *x, int rows, int C) {
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < rows; n++) {
         const float kn = k[n];
         float *yr = y + (size_t)n * C;
         const float *xr = x + (size_t)n * C;
-        if (add) {
-            #pragma omp simd
-            for (int c = 0; c < C; c++) yr[c] += kn * xr[c];
-        } else {
-            #pragma omp simd
-            for (int c = 0; c < C; c++) yr[c] = kn * xr[c];
-        }
+        #pragma omp simd
+        for (int c = 0; c < C; c++) yr[c] = kn * xr[c];
     }
 }
 
-// x (N,C), W (V,C), targets (N); losses, lse (N) write; dx (N,C) +=, dW (V,C) +=
-// (either may be NULL); work (lmhead_workspace_floats) workspace.
+// x (N,C), W (V,C), targets (N); losses, lse (N), dx (N,C), dW (V,C) write (either
+// gradient may be NULL); work (lmhead_workspace_floats) workspace.
 void lmhead_xent_fused(kernel_ctx *kc, float *losses, float *lse, float *dx, float *dW,
                        const float *x, const float *W, const int *targets, float scale, int N,
                        int C, int V, float *work, int chunk_rows) {
     BG_ASSERT(chunk_rows > 0);
     const operand_format p = kernel_ctx_operand_format(kc);
-    float *logits = work, *prod = logits + (size_t)chunk_rows * V;
-    float *xk = prod + (size_t)chunk_rows * C, *rowk = xk + (size_t)chunk_rows * C;
+    float *logits = work, *xk = logits + (size_t)chunk_rows * V, *rowk = xk + (size_t)chunk_rows * C;
     for (int n0 = 0; n0 < N; n0 += chunk_rows) {
         const int rows = N - n0 < chunk_rows ? N - n0 : chunk_rows;
         const float *xc = x + (size_t)n0 * C;
@@ -102,13 +98,15 @@ void lmhead_xent_fused(kernel_ctx *kc, float *losses, float *lse, float *dx, flo
         uint16_t *dl16 = matmul_bf16_dout_buffer(kc, (size_t)rows * V);  // NULL unless native bf16
         xent_rows(losses + n0, lse + n0, rowk, logits, dl16, p, targets + n0, scale, rows, V);
         const matmul_operand E = matmul_rounded(dl16 ? (const void *)dl16 : logits);
-        if (dx) {
-            matmul_backward_op(kc, prod, MATMUL_WRITE, NULL, E, matmul_floats(xc), W, rows, C, V);
-            scale_rows(dx + (size_t)n0 * C, rowk, prod, rows, C, 1);
+        if (dx) {  // the chunk's rows of dx are its own: written, then scaled in place
+            float *dxc = dx + (size_t)n0 * C;
+            matmul_backward_op(kc, dxc, MATMUL_WRITE, NULL, E, matmul_floats(xc), W, rows, C, V);
+            scale_rows(dxc, rowk, dxc, rows, C);
         }
         if (dW) {
-            scale_rows(xk, rowk, xc, rows, C, 0);
-            matmul_backward_op(kc, NULL, MATMUL_ADD, dW, E, matmul_floats(xk), W, rows, C, V);
+            scale_rows(xk, rowk, xc, rows, C);
+            matmul_weights_grad_op(kc, dW, n0 == 0 ? MATMUL_WRITE : MATMUL_ADD, E, matmul_floats(xk),
+                                   rows, C, V);
         }
     }
 }

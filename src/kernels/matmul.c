@@ -7,7 +7,7 @@
 //   FWD          out(M,N)      = inp(M,K)   · weight(N,K)ᵀ
 //   BWD_DATA     dinp(M,K)    += dout(M,N)  · weight(N,K)
 //   BWD_WEIGHTS  dweight(N,K) += dout(M,N)ᵀ · inp(M,K)
-// (and BWD_DATA_SET, the data product written instead of added).
+// (and BWD_DATA_SET, BWD_WEIGHTS_SET: the product written instead of added).
 // Transposed operands are described by strides, never copied; "+=" is oneDNN's sum
 // post-op (beta = 1), so no temporary is needed either.
 //
@@ -57,7 +57,7 @@
         }                                                                              \
     } while (0)
 
-enum gemm_kind { GEMM_FWD, GEMM_BWD_DATA, GEMM_BWD_WEIGHTS, GEMM_BWD_DATA_SET };
+enum gemm_kind { GEMM_FWD, GEMM_BWD_DATA, GEMM_BWD_WEIGHTS, GEMM_BWD_DATA_SET, GEMM_BWD_WEIGHTS_SET };
 
 // A model has a handful of (K,N) per kind; room to spare (a context may serve more).
 enum { GEMM_CACHE_SIZE = 64 };
@@ -331,8 +331,8 @@ static void own_run(kernel_ctx *kc, int kind, float *c, const float *a, const fl
     case GEMM_BWD_DATA_SET:
         g = (gemm_f32_args){M, K, N, a, N, 1, b, K, 1, c, K, kind == GEMM_BWD_DATA};
         break;
-    default:  // dweight(N,K) += dout(M,N)ᵀ · inp(M,K)
-        g = (gemm_f32_args){N, K, M, a, 1, N, b, K, 1, c, K, 1};
+    default:  // dweight(N,K) (+)= dout(M,N)ᵀ · inp(M,K)
+        g = (gemm_f32_args){N, K, M, a, 1, N, b, K, 1, c, K, kind == GEMM_BWD_WEIGHTS};
         break;
     }
     gemm_f32_avx512(&g, kc->own_scratch + t, threads);
@@ -344,7 +344,14 @@ static void gemm_run(kernel_ctx *kc, int kind, dnnl_data_type_t dt, float *c, co
     // OpenMP pool; from a thread of a parallel region it runs on that thread alone.
     BG_ASSERT(M >= 0 && K > 0 && N > 0);
     const int t = gemm_thread();
-    const int own = dt == dnnl_f32 && kc->gemm_f32 == GEMM_F32_OWN;
+    const int own = dt == dnnl_f32 && (kc->gemm_f32 == GEMM_F32_OWN ||
+                                        (kc->gemm_f32 == GEMM_F32_MIXED && kind != GEMM_BWD_DATA &&
+                                         kind != GEMM_BWD_DATA_SET));
+    if (kind == GEMM_BWD_WEIGHTS_SET && !own) {
+        // oneDNN's JIT ran a written weights product slower than zeros and its sum post-op.
+        memset(c, 0, (size_t)N * K * sizeof *c);
+        kind = GEMM_BWD_WEIGHTS;
+    }
     gemm_entry *e;
     dnnl_stream_t stream = NULL;
     gemm_binding *g = NULL;
@@ -408,7 +415,8 @@ double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n) {
         const size_t x = M * K > M * N ? M * K : M * N, y = M * K > K * N ? M * K : K * N;
         in = in > x ? in : x;
         in = in > y ? in : y;
-        const size_t o = calls[i].kind == GEMM_FWD ? M * N : calls[i].kind == GEMM_BWD_WEIGHTS ? N * K : M * K;
+        const int k = calls[i].kind;
+        const size_t o = k == GEMM_FWD ? M * N : k == GEMM_BWD_WEIGHTS || k == GEMM_BWD_WEIGHTS_SET ? N * K : M * K;
         outn = outn > o ? outn : o;
     }
     const int threads = omp_get_max_threads() < GEMM_MAX_THREADS ? omp_get_max_threads() : GEMM_MAX_THREADS;
@@ -441,7 +449,7 @@ void matmul_profile(kernel_ctx *kc, int on) {
 }
 
 void matmul_profile_print(const kernel_ctx *kc, FILE *f) {
-    static const char *kinds[] = {"fwd", "bwd-data+", "bwd-weights", "bwd-data="};
+    static const char *kinds[] = {"fwd", "bwd-data+", "bwd-weights", "bwd-data=", "bwd-wts="};
     double total = 0;
     for (int i = 0; i < GEMM_CACHE_SIZE; i++) total += kc->cache[i].seconds;
     fprintf(f, "  %-11s %-5s %6s %6s %7s %10s %7s %9s\n", "GEMM", "type", "K", "N", "calls", "ms", "share",
@@ -548,11 +556,12 @@ static void forward_op(kernel_ctx *kc, operand_format p, float *out, matmul_oper
 }
 
 static void backward_op(kernel_ctx *kc, operand_format p, float *dinp, matmul_store dinp_store,
-                        float *dweight, matmul_operand dout, matmul_operand inp,
-                        const float *weight, int M, int K, int N) {
-    if (M == 0 || K == 0) return;  // dinp and dweight are empty, or dweight gains nothing
-    if (N == 0) {                  // an empty sum; oneDNN rejects zero-sized reductions
+                        float *dweight, matmul_store dweight_store, matmul_operand dout,
+                        matmul_operand inp, const float *weight, int M, int K, int N) {
+    if (K == 0) return;  // dinp and dweight are empty
+    if (M == 0 || N == 0) {  // empty sums; oneDNN rejects zero-sized reductions
         if (dinp && dinp_store == MATMUL_WRITE) memset(dinp, 0, (size_t)M * K * sizeof *dinp);
+        if (dweight && dweight_store == MATMUL_WRITE) memset(dweight, 0, (size_t)N * K * sizeof *dweight);
         return;
     }
     dnnl_data_type_t dt = operand_type(p);
@@ -561,7 +570,7 @@ static void backward_op(kernel_ctx *kc, operand_format p, float *dinp, matmul_st
         gemm_run(kc, dinp_store == MATMUL_WRITE ? GEMM_BWD_DATA_SET : GEMM_BWD_DATA, dt, dinp, d,
                  weight_operand(kc, p, weight, (size_t)N * K), M, K, N);
     if (dweight)
-        gemm_run(kc, GEMM_BWD_WEIGHTS, dt, dweight, d,
+        gemm_run(kc, dweight_store == MATMUL_WRITE ? GEMM_BWD_WEIGHTS_SET : GEMM_BWD_WEIGHTS, dt, dweight, d,
                  operand_data(kc, p, OPERAND_B, inp, (size_t)M * K), M, K, N);
 }
 
@@ -579,14 +588,21 @@ void matmul_forward(kernel_ctx *kc, float *out, const float *inp, const float *w
 void matmul_backward_op(kernel_ctx *kc, float *dinp, matmul_store dinp_store, float *dweight,
                         matmul_operand dout, matmul_operand inp, const float *weight, int M,
                         int K, int N) {
-    backward_op(kc, kernel_ctx_operand_format(kc), dinp, dinp_store, dweight, dout, inp, weight, M, K, N);
+    backward_op(kc, kernel_ctx_operand_format(kc), dinp, dinp_store, dweight, MATMUL_ADD, dout, inp,
+                weight, M, K, N);
+}
+
+void matmul_weights_grad_op(kernel_ctx *kc, float *dweight, matmul_store store, matmul_operand dout,
+                            matmul_operand inp, int M, int K, int N) {
+    backward_op(kc, kernel_ctx_operand_format(kc), NULL, MATMUL_ADD, dweight, store, dout, inp, NULL,
+                M, K, N);
 }
 
 // dout (M,N); dinp (M,K) += dout · weight; dweight (N,K) += doutᵀ · inp
 void matmul_backward(kernel_ctx *kc, float *dinp, float *dweight, const float *dout,
                      const float *inp, const float *weight, int M, int K, int N) {
-    backward_op(kc, kernel_ctx_operand_format(kc), dinp, MATMUL_ADD, dweight, matmul_floats(dout),
-                matmul_floats(inp), weight, M, K, N);
+    backward_op(kc, kernel_ctx_operand_format(kc), dinp, MATMUL_ADD, dweight, MATMUL_ADD,
+                matmul_floats(dout), matmul_floats(inp), weight, M, K, N);
 }
 
 void *matmul_bf16_dout_buffer(kernel_ctx *kc, size_t n) {
@@ -601,8 +617,8 @@ void matmul_forward_fp32(kernel_ctx *kc, float *out, const float *inp, const flo
 
 void matmul_backward_fp32(kernel_ctx *kc, float *dinp, float *dweight, const float *dout,
                           const float *inp, const float *weight, int M, int K, int N) {
-    backward_op(kc, OPERAND_F32, dinp, MATMUL_ADD, dweight, matmul_floats(dout), matmul_floats(inp),
-                weight, M, K, N);
+    backward_op(kc, OPERAND_F32, dinp, MATMUL_ADD, dweight, MATMUL_ADD, matmul_floats(dout),
+                matmul_floats(inp), weight, M, K, N);
 }
 
 void matmul_cache_clear(kernel_ctx *kc) {

@@ -252,9 +252,7 @@ int model_forward(model *m, const int *inputs, const int *targets) {
         // runs here too (recomputing them in model_backward would cost a fourth GEMM
         // as large as the others). Its results wait for model_backward: d lnf in d_ln
         // (backward workspace, untouched until then) and dW apart from m->grads, which
-        // model_zero_grad may clear in between.
-        vec_zero(a->d_ln, (size_t)N * C);
-        vec_zero(a->d_lm_head, (size_t)V * C);
+        // model_zero_grad may clear in between. Both are written, not added to.
         lmhead_xent_fused(m->kernels, a->losses, a->lse, a->d_ln, a->d_lm_head, a->lnf,
                           m->w.lm_head, targets, lm_grad_scale(m), N, C, V, a->lm_chunk,
                           a->lm_chunk_rows);

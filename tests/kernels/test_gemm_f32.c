@@ -164,11 +164,42 @@ static void test_matmul_kinds(gemm_f32_impl impl) {
     kernel_ctx_free(kc);
 }
 
+// mixed: the forward and weights products bit for bit the own kernel's, the data
+// product oneDNN's (sums of 300 terms: the two add in different orders, so a wrong
+// route shows).
+static void test_mixed_routes(void) {
+    const int M = 300, K = 300, N = 300;
+    float *x = random_floats((size_t)M * K), *w = random_floats((size_t)N * K), *dy = random_floats((size_t)M * N);
+    float *y[3], *dx[3], *dw[3];
+    const gemm_f32_impl impls[3] = {GEMM_F32_OWN, GEMM_F32_ONEDNN, GEMM_F32_MIXED};
+    for (int i = 0; i < 3; i++) {
+        kernel_ctx *kc = kernel_ctx_create(BG_FP32);
+        kernel_ctx_set_gemm_f32(kc, impls[i]);
+        y[i] = bg_aligned_alloc(sizeof(float) * M * N);
+        dx[i] = bg_aligned_alloc(sizeof(float) * M * K), dw[i] = bg_aligned_alloc(sizeof(float) * N * K);
+        memset(dx[i], 0, sizeof(float) * M * K), memset(dw[i], 0, sizeof(float) * N * K);
+        matmul_forward(kc, y[i], x, w, M, K, N);
+        matmul_backward(kc, dx[i], dw[i], dy, x, w, M, K, N);
+        kernel_ctx_free(kc);
+    }
+    const size_t yb = sizeof(float) * M * N, xb = sizeof(float) * M * K, wb = sizeof(float) * N * K;
+    TU_CHECK(memcmp(y[0], y[1], yb) && memcmp(dx[0], dx[1], xb) && memcmp(dw[0], dw[1], wb),
+             "own and oneDNN differ in every kind (else the routes cannot be told apart)");
+    TU_CHECK(!memcmp(y[2], y[0], yb), "mixed: the forward is the own kernel's");
+    TU_CHECK(!memcmp(dx[2], dx[1], xb), "mixed: the data product is oneDNN's");
+    TU_CHECK(!memcmp(dw[2], dw[0], wb), "mixed: the weights product is the own kernel's");
+    for (int i = 0; i < 3; i++) free(y[i]), free(dx[i]), free(dw[i]);
+    free(x), free(w), free(dy);
+}
+
 static void test_choice(void) {
-    TU_CHECK(gemm_f32_impl_for("GenuineIntel", 1) == GEMM_F32_OWN &&
-                 gemm_f32_impl_for("GenuineIntel", 0) == GEMM_F32_ONEDNN &&
-                 gemm_f32_impl_for("AuthenticAMD", 1) == GEMM_F32_ONEDNN,
-             "the rule: own on Intel with AVX-512F, oneDNN without it and on AMD");
+    const cpu_identity intel = {"GenuineIntel", 6, 207, 1, 1, 0}, intel_avx2 = {"GenuineIntel", 6, 85, 0, 0, 0};
+    const cpu_identity zen4 = {"AuthenticAMD", 25, 17, 1, 1, 0}, zen5 = {"AuthenticAMD", 26, 2, 1, 1, 0};
+    const cpu_identity zen5_no512 = {"AuthenticAMD", 26, 2, 0, 0, 0};
+    TU_CHECK(gemm_f32_impl_for(&intel) == GEMM_F32_OWN && gemm_f32_impl_for(&intel_avx2) == GEMM_F32_ONEDNN &&
+                 gemm_f32_impl_for(&zen4) == GEMM_F32_ONEDNN && gemm_f32_impl_for(&zen5) == GEMM_F32_MIXED &&
+                 gemm_f32_impl_for(&zen5_no512) == GEMM_F32_ONEDNN,
+             "the rule: own on Intel with AVX-512F, mixed on Zen 5, oneDNN without AVX-512F and on Zen 4");
     gemm_f32_impl g;
     setenv("BAGUALU_GEMM", "onednn", 1);
     TU_CHECK(gemm_f32_impl_select(&g) == BG_OK && g == GEMM_F32_ONEDNN, "BAGUALU_GEMM=onednn");
@@ -180,6 +211,10 @@ static void test_choice(void) {
              "a bad BAGUALU_GEMM is an error naming it");
     setenv("BAGUALU_GEMM", "own", 1);
     TU_CHECK((gemm_f32_impl_select(&g) == BG_OK) == gemm_f32_supported(), "BAGUALU_GEMM=own needs AVX-512F");
+    setenv("BAGUALU_GEMM", "mixed", 1);
+    TU_CHECK((gemm_f32_impl_select(&g) == BG_OK) == gemm_f32_supported() &&
+                 (!gemm_f32_supported() || g == GEMM_F32_MIXED),
+             "BAGUALU_GEMM=mixed needs AVX-512F");
     unsetenv("BAGUALU_GEMM");
     TU_CHECK(gemm_f32_impl_select(&g) == BG_OK && g == gemm_f32_impl_default(), "unset: the CPU's choice");
 }
@@ -194,6 +229,8 @@ int main(void) {
     }
     for (int t = 0; t < THREADS; t++) g_scratch[t] = bg_aligned_alloc(gemm_f32_scratch_floats() * sizeof(float));
     test_matmul_kinds(GEMM_F32_OWN);
+    test_matmul_kinds(GEMM_F32_MIXED);
+    test_mixed_routes();
     test_shapes();
     test_rows_independent();
     for (int t = 0; t < THREADS; t++) free(g_scratch[t]);

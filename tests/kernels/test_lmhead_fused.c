@@ -1,8 +1,8 @@
 // The fused LM head + cross-entropy (lmhead_xent_fused, lmhead_xent_forward) against
 // the unfused path: matmul_forward to whole (N,V) logits, crossentropy_forward and
 // _backward, matmul_backward. Chunk sizes that divide N, that do not (a short last
-// chunk), of one row, and larger than N (one chunk). dx and dW are pre-filled with
-// random values to check the "+=" contract; losses and lse with garbage.
+// chunk), of one row, and larger than N (one chunk). The fused dx and dW are pre-filled
+// with garbage to check that they are written, never read; losses and lse too.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,9 +64,13 @@ static void test_fused(int N, int C, int V, int chunk, bg_dtype p) {
           *fdx = falloc(nx), *fdW = falloc(nw);
     tu_fill_normal(flosses, N, 100.0);
     tu_fill_normal(flse, N, 100.0);
-    memcpy(fdx, dx0, nx * sizeof(float));
-    memcpy(fdW, dW0, nw * sizeof(float));
+    // The fused head writes its gradients: garbage before must not show in them, so
+    // the unfused sums (dx0 + increment) are compared as increments over dx0.
+    tu_fill_normal(fdx, nx, 100.0);
+    tu_fill_normal(fdW, nw, 100.0);
     lmhead_xent_fused(kc, flosses, flse, fdx, fdW, x, W, targets, scale, N, C, V, buf, chunk);
+    for (size_t i = 0; i < nx; i++) fdx[i] += dx0[i];
+    for (size_t i = 0; i < nw; i++) fdW[i] += dW0[i];
 
     // Tolerances. The losses and lse come from the same row-wise kernels on logits
     // that are C-term dots in both paths (GEMM blocking over rows may change their

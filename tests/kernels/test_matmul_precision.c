@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/half.h"
+#include "kernels/gemm_f32.h"
 #include "kernels/kernels.h"
 #include "test_util.h"
 
@@ -210,6 +211,17 @@ static void check_operand_producers(bg_dtype p, bf16_path path, const char *name
              "adding into zeros", name);
     TU_CHECK(!memcmp(dw1, dw2, (size_t)Nn * K * sizeof *dw1), "%s matmul_backward_op: the weight "
              "product from a rounded inp differs", name);
+    // The weights product written equals it added into zeros (dw1 was zeros before),
+    // and a written empty sum (no rows) is zeros.
+    for (size_t i = 0; i < (size_t)Nn * K; i++) dw2[i] = NAN;
+    matmul_weights_grad_op(g_kc, dw2, MATMUL_WRITE, matmul_floats(d), matmul_rounded(ar), M, K, Nn);
+    TU_CHECK(!memcmp(dw1, dw2, (size_t)Nn * K * sizeof *dw1), "%s matmul_weights_grad_op: WRITE "
+             "differs from adding into zeros", name);
+    for (size_t i = 0; i < (size_t)Nn * K; i++) dw2[i] = NAN;
+    matmul_weights_grad_op(g_kc, dw2, MATMUL_WRITE, matmul_floats(d), matmul_rounded(ar), 0, K, Nn);
+    int zeros = 1;
+    for (size_t i = 0; i < (size_t)Nn * K; i++) zeros &= dw2[i] == 0.0f;
+    TU_CHECK(zeros, "%s matmul_weights_grad_op: a written empty sum is not zeros", name);
     kernel_ctx_set_precision(g_kc, BG_FP32);
     printf("%s: activations write rounded operands bit-exactly; GEMMs read them as the floats\n", name);
     free(x), free(dy), free(ref), free(got), free(a), free(w), free(d), free(ar);
@@ -243,6 +255,18 @@ int main(void) {
     check_operand_producers(BG_BF16, BF16_PATH_FP32, "bf16 via fp32");
     check_operand_producers(BG_FP16, BF16_PATH_NATIVE, "fp16");
     check_operand_producers(BG_FP32, BF16_PATH_NATIVE, "fp32");
+    // The written products on every f32 GEMM this CPU can run (the own kernel writes
+    // them itself; oneDNN's are zeros + sum).
+    static const gemm_f32_impl impls[] = {GEMM_F32_ONEDNN, GEMM_F32_OWN, GEMM_F32_MIXED};
+    for (int i = 0; i < 3; i++) {
+        if (impls[i] != GEMM_F32_ONEDNN && !gemm_f32_supported()) continue;
+        char name[48];
+        snprintf(name, sizeof name, "fp32 (%s)", gemm_f32_impl_name(impls[i]));
+        kernel_ctx_set_gemm_f32(g_kc, impls[i]);
+        check_operand_producers(BG_FP32, BF16_PATH_NATIVE, name);
+        snprintf(name, sizeof name, "bf16 via fp32 (%s)", gemm_f32_impl_name(impls[i]));
+        check_operand_producers(BG_BF16, BF16_PATH_FP32, name);
+    }
     kernel_ctx_free(g_kc);
     return tu_finish("matmul_precision");
 }
