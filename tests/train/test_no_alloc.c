@@ -95,6 +95,15 @@ void __wrap_matmul_backward_op(kernel_ctx *kc, float *dinp, matmul_store st, flo
     __real_matmul_backward_op(kc, dinp, st, dw, dout, inp, w, M, K, N);
     gemm_leave();
 }
+void __real_matmul_weights_grad_op(kernel_ctx *, float *, matmul_store, matmul_operand, matmul_operand,
+                                   int, int, int);
+void __wrap_matmul_weights_grad_op(kernel_ctx *kc, float *dw, matmul_store st, matmul_operand dout,
+                                   matmul_operand inp, int M, int K, int N) {
+    gemm_enter();
+    if (counting) __atomic_add_fetch(&gemm_calls, 1, __ATOMIC_RELAXED);
+    __real_matmul_weights_grad_op(kc, dw, st, dout, inp, M, K, N);
+    gemm_leave();
+}
 
 void *malloc(size_t n) {
     COUNT();
