@@ -2,7 +2,7 @@
 # An emulated multi-node cluster on one machine: each node is a network namespace
 # with its own hostname (a UTS namespace entered per command), joined to a bridge by a
 # veth pair whose two ends are rate-capped with tbf (the kernel has no netem, so no
-# latency can be added). OpenMPI treats ranks on different hostnames as different
+# latency can be added), paced at the rate even inside tbf's burst. OpenMPI treats ranks on different hostnames as different
 # nodes: shared memory inside a node, TCP over the veth links between nodes.
 #
 #   scripts/cluster.sh up N_NODES [--link-rate 1gbit] [--name NAME]
@@ -12,7 +12,8 @@
 # NAME (default bgc) keeps parallel clusters apart: namespaces NAME-n0.., bridge
 # NAME-br, a subnet of 10.213.0.0/16 chosen from NAME, state in /tmp/bagualu-cluster-NAME.
 # Only addresses inside that subnet are used. `down` (and a failed `up`) removes
-# everything the cluster made. Exit 4 (and one line) where namespaces cannot be made.
+# everything the cluster made. Exit 4 (and one line) where namespaces cannot be made;
+# exit 2, nothing made, where tc cannot read the --link-rate.
 #
 # TCP between nodes: messages up to CLUSTER_TCP_EAGER bytes (default 4 MiB; 0: OpenMPI's
 # own 64 KiB and autotuned sockets) are sent eagerly into socket buffers that size, so the
@@ -43,6 +44,18 @@ down() {
   rm -rf "$sd"
 }
 
+# The peak rate for RATE in bit/s (tbf wants it above the rate), as tc reads RATE: a
+# tbf on the probe namespace's loopback; fails where tc cannot read it. tbf lets a
+# 256 KB burst through at the host's speed, so a message of an exchange (tens of KB)
+# would never meet the link's rate: a peak of the rate + 0.1% over 16 KB buckets paces it.
+peak_rate() {
+  ip netns exec "$name-probe" tc qdisc add dev lo root tbf rate "$1" burst 256kb latency 50ms 2>/dev/null || return 1
+  local bytes
+  bytes=$(ip netns exec "$name-probe" tc -j qdisc show dev lo | grep -o '"rate":[0-9]*' | cut -d: -f2)
+  [ -n "$bytes" ] && [ "$bytes" -gt 0 ] || return 1
+  echo "$(( bytes * 8 + bytes * 8 / 1000 + 1 ))bit"
+}
+
 up() {
   local nodes=${1:-}; shift || true
   local rate=""
@@ -57,6 +70,10 @@ up() {
   [[ "$name" =~ ^[a-z][a-z0-9]{0,7}$ ]] || die "--name must be 1-8 lowercase letters/digits starting with a letter"
   [ "$(id -u)" = 0 ] || die "cannot create network namespaces: not root" 4
   ip netns add "$name-probe" 2>/dev/null || die "cannot create network namespaces (no CAP_NET_ADMIN?)" 4
+  local peak=""
+  if [ -n "$rate" ]; then
+    peak=$(peak_rate "$rate") || { ip netns del "$name-probe"; die "--link-rate '$rate': tc cannot read it (e.g. 1gbit, 500mbit)"; }
+  fi
   ip netns del "$name-probe"
   local sd; sd=$(state_dir)
   [ -e "$sd" ] && die "cluster '$name' is already up (scripts/cluster.sh down --name $name)"
@@ -77,8 +94,9 @@ up() {
     ip -n "$ns" link set lo up
     if [ -n "$rate" ]; then
       # Both directions: the node's egress on its side, its ingress as the bridge side's egress.
-      tc qdisc add dev "$name-v$i" root tbf rate "$rate" burst 256kb latency 50ms
-      ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
+      local tbf=(tbf rate "$rate" burst 256kb latency 50ms peakrate "$peak" mtu 16kb)
+      tc qdisc add dev "$name-v$i" root "${tbf[@]}"
+      ip netns exec "$ns" tc qdisc add dev eth0 root "${tbf[@]}"
     fi
     echo "$ns" >>"$sd/nodes"
   done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The emulated cluster (scripts/cluster.sh): P=4 on 2 namespace nodes gives the bits of
 # the same layout on one box with --ranks-per-node 2 (losses and the all-to-all's
-# inter-node bytes), and losses within 1e-5 of one process. Skipped (exit 77) where
+# inter-node bytes), and losses within 1e-5 of one process; a --link-rate tc cannot read
+# is refused before anything is made. Skipped (exit 77) where
 # network namespaces cannot be made or the build has no MPI.
 . "$(dirname "$0")/dist_launch.sh"
 dist_have_mpi || exit 77
@@ -18,6 +19,15 @@ bad() { fail=$((fail+1)); echo "FAIL $*"; }
 out=$("$CLUSTER" up 2 --link-rate 1gbit --name "$NAME" 2>&1); rc=$?
 if [ $rc = 4 ]; then echo "SKIP: $out"; exit 77; fi
 [ $rc = 0 ] || { echo "FAIL cluster up: $out"; exit 1; }
+# A link rate tc cannot read: one line, exit 2, and nothing made (no namespace, bridge
+# or state of that name).
+BADNAME=b$(( $$ % 10000000 ))
+"$CLUSTER" up 2 --link-rate 1gibberish --name "$BADNAME" >"$D/bad.out" 2>"$D/bad.err"; rc=$?
+if [ $rc = 2 ] && [ "$(wc -l <"$D/bad.err")" = 1 ] && grep -q "link-rate" "$D/bad.err" && [ ! -s "$D/bad.out" ] &&
+   ! ip netns list | grep -q "^$BADNAME-" && ! ip link show "$BADNAME-br" >/dev/null 2>&1 &&
+   [ ! -e "/tmp/bagualu-cluster-$BADNAME" ]
+then ok "a link rate tc cannot read: exit 2, one line, nothing made"
+else bad "bad link rate: exit $rc, $(cat "$D/bad.err")"; "$CLUSTER" down --name "$BADNAME"; fi
 
 "$BIN" synth --vocab 64 --tokens 30000 --out "$D/t.bin" >/dev/null
 args=(train --config "$CFG" --data "$D/t.bin" --threads 1 --steps 6 --seq-len 32 --warmup 2 --lr 3e-3)
