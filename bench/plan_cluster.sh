@@ -6,9 +6,12 @@
 # machine's cores where nodes outnumber them) and the inter-node link probed through
 # the cluster (`--inter-launcher`). Measured: the median over the steps after 2 warm-up
 # steps of rank 0's step_s and a2a_s; runs of the three exchanges alternated ROUNDS
-# times, the median of the rounds.
+# times, the median of the rounds. Beside them the all-reduces: train's allreduce_s (the
+# gradient reduction and the step's small all-reduces) and the predicted grad_s +
+# collectives_s ("ar").
 # Usage: bench/plan_cluster.sh [build-dir] [steps]
 #   env: NODES="2 4" RPN="1 2" RATE=1gbit CONFIG=tiny_moe SEQ=64 BATCH=4 ROUNDS=1 A2AS="flat hierarchical 2d"
+#        CALS=DIR (keep each calibration as DIR/cNxR.json)
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 STEPS=${2:-6}
@@ -39,36 +42,39 @@ for n in $NODES; do
       --inter-launcher "$CLUSTER run --name $NAME $r --" --nodes "$n" --out "$D/c$n.json" 2>"$D/cal.err" ||
       { cat "$D/cal.err"; exit 1; }
     echo "$n nodes x $r: $(tail -1 "$D/cal.err" | sed 's/^plan: wrote [^ ]* //')"
+    if [ -n "${CALS:-}" ]; then cp "$D/c$n.json" "$CALS/c${n}x$r.json"; fi
     P=$((n * r))
     for round in $(seq "$ROUNDS"); do
       for a in $A2AS; do
         rm -f "$D/log.jsonl"
         OMP_NUM_THREADS=1 "$CLUSTER" run --name "$NAME" "$r" -- "$BIN" train "${base[@]}" --a2a "$a" --data "$D/data.bin" \
           --steps "$STEPS" --log "$D/log.jsonl" >"$D/train.out" 2>&1 || { echo "train failed: $n x $r $a"; tail -3 "$D/train.out"; continue; }
-        echo "$n $r $a $round $(field "$D/log.jsonl" step_s) $(field "$D/log.jsonl" a2a_s)" >>"$D/meas"
+        echo "$n $r $a $round $(field "$D/log.jsonl" step_s) $(field "$D/log.jsonl" a2a_s) $(field "$D/log.jsonl" allreduce_s)" >>"$D/meas"
       done
     done
     for a in $A2AS; do
       m=$(awk -v n="$n" -v r="$r" -v a="$a" '$1==n && $2==r && $3==a {print $5}' "$D/meas" | median)
       x=$(awk -v n="$n" -v r="$r" -v a="$a" '$1==n && $2==r && $3==a {print $6}' "$D/meas" | median)
+      y=$(awk -v n="$n" -v r="$r" -v a="$a" '$1==n && $2==r && $3==a {print $7}' "$D/meas" | median)
       [ -n "$m" ] || continue
       pred=$("$BIN" plan "${base[@]}" --a2a "$a" --cluster "$D/c$n.json" --ranks "$P" --ranks-per-node "$r" --json)
-      echo "$n $r $a $m $x $pred" >>"$D/rows"
+      echo "$n $r $a $m $x $y $pred" >>"$D/rows"
     done
   done
   "$CLUSTER" down --name "$NAME" >/dev/null
 done
 python3 - "$D/rows" <<'PY'
 import json, sys
-rows = [l.split(" ", 5) for l in open(sys.argv[1])]
-print(f"{'nodes':>5s} {'rpn':>3s} {'a2a':12s} {'pred s':>8s} {'meas s':>8s} {'err %':>7s} {'pred a2a':>9s} {'meas a2a':>9s} {'err %':>7s}")
+rows = [l.split(" ", 6) for l in open(sys.argv[1])]
+print(f"{'nodes':>5s} {'rpn':>3s} {'a2a':12s} {'pred s':>8s} {'meas s':>8s} {'err %':>7s} {'pred a2a':>9s} {'meas a2a':>9s} {'err %':>7s} {'pred ar':>8s} {'meas ar':>8s}")
 et, ea = [], []
-for n, r, a, m, x, p in rows:
-    p = json.loads(p); m = float(m); x = float(x)
+for n, r, a, m, x, y, p in rows:
+    p = json.loads(p); m = float(m); x = float(x); y = float(y)
+    ar = p["time"]["grad_s"] + p["time"].get("collectives_s", 0)
     e1 = 100 * (p["step_s"] - m) / m
     pa = p["time"]["a2a_s"]
     e2 = 100 * (pa - x) / x if x > 0 else float("nan")
     et.append(abs(e1)); ea.append(abs(e2))
-    print(f"{n:>5s} {r:>3s} {a:12s} {p['step_s']:8.3f} {m:8.3f} {e1:+7.1f} {pa:9.4f} {x:9.4f} {e2:+7.1f}")
+    print(f"{n:>5s} {r:>3s} {a:12s} {p['step_s']:8.3f} {m:8.3f} {e1:+7.1f} {pa:9.4f} {x:9.4f} {e2:+7.1f} {ar:8.4f} {y:8.4f}")
 if et: print(f"step time |error|: mean {sum(et)/len(et):.1f}%, max {max(et):.1f}%; all-to-all |error|: mean {sum(ea)/len(ea):.1f}%, max {max(ea):.1f}% over {len(et)} rows")
 PY

@@ -35,12 +35,12 @@ static void print_json(FILE *f, const plan_layout *l, const plan_result *r) {
                "\"gemm_dense_s\": %.6g, \"gemm_expert_s\": %.6g, \"gemm_head_s\": %.6g, \"attention_s\": %.6g, "
                "\"memory_bound_s\": %.6g, \"compute_s\": %.6g, \"a2a_s\": %.6g, \"a2a_hidden_s\": %.6g, "
                "\"tp_s\": %.6g, \"bubble_s\": %.6g, \"grad_s\": %.6g, \"grad_sum_s\": %.6g, \"grad_hidden_s\": %.6g, "
-               "\"optimizer_s\": %.6g}, \"a2a_bytes_inter\": %.6g, \"a2a_bytes_intra\": %.6g, "
+               "\"collectives_s\": %.6g, \"optimizer_s\": %.6g}, \"a2a_bytes_inter\": %.6g, \"a2a_bytes_intra\": %.6g, "
                "\"grad_bytes\": %.6g, \"step_s\": %.6g, \"tokens_per_s\": %.6g, \"mfu\": %.4g}",
             r->flops_model, r->flops_executed, r->imbalance, r->gemm_dense_s, r->gemm_expert_s,
             r->gemm_head_s, r->attention_s, r->memory_bound_s, r->compute_s, r->a2a_s, r->a2a_hidden_s,
-            r->tp_s, r->bubble_s, r->grad_s, r->grad_sum_s, r->grad_hidden_s, r->optimizer_s, r->a2a_bytes_inter,
-            r->a2a_bytes_intra, r->grad_bytes, r->step_s, r->tokens_per_s, r->mfu);
+            r->tp_s, r->bubble_s, r->grad_s, r->grad_sum_s, r->grad_hidden_s, r->collectives_s, r->optimizer_s,
+            r->a2a_bytes_inter, r->a2a_bytes_intra, r->grad_bytes, r->step_s, r->tokens_per_s, r->mfu);
 }
 
 static void print_text(const plan_cluster *cl, const plan_layout *l, const plan_result *r) {
@@ -66,9 +66,10 @@ static void print_text(const plan_cluster *cl, const plan_layout *l, const plan_
            r->flops_model, r->flops_executed, r->imbalance);
     printf("time per step (s): GEMM dense %.4g, experts %.4g, LM head %.4g, attention %.4g, "
            "memory-bound %.4g | all-to-all %.4g (hidden %.4g) | TP %.4g | bubble %.4g | "
-           "gradients %.4g (hidden %.4g) | optimizer %.4g\n",
+           "gradients %.4g (hidden %.4g) | small all-reduces %.4g | optimizer %.4g\n",
            r->gemm_dense_s, r->gemm_expert_s, r->gemm_head_s, r->attention_s, r->memory_bound_s,
-           r->a2a_s, r->a2a_hidden_s, r->tp_s, r->bubble_s, r->grad_s, r->grad_hidden_s, r->optimizer_s);
+           r->a2a_s, r->a2a_hidden_s, r->tp_s, r->bubble_s, r->grad_s, r->grad_hidden_s, r->collectives_s,
+           r->optimizer_s);
     printf("step %.4g s, %.4g tokens/s, MFU %.1f%% (of %s peak)\n", r->step_s, r->tokens_per_s,
            100 * r->mfu, plan_dtype_name(l->dtype));
 }

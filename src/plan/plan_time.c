@@ -33,6 +33,17 @@ static double inter_s(const plan_cluster *cl, double node_bytes, double g) {
     return t;
 }
 
+// What a phase in which a rank sends waits for the phase's ranks to get a core (emulated
+// nodes sharing cores; the file's sync is per rank per node, R ranks per node): each
+// phase ends when the last of them, descheduled, has sent; --a2a auto's model pays it
+// per phase too (comm/dist_a2a_model.c).
+static double wait_s(const plan_cluster *cl, int R) { return cl->inter_sync * R; }
+
+// The phases of bagualu's all-reduce among n ranks (comm/dist_allreduce.c): its exchange,
+// posted at once, then MPI's all-gather, whose rounds (ceil(log2 n) for Bruck's or
+// recursive doubling) each wait for their senders.
+static double allreduce_phases(int n) { return 1 + ceil(log2(n)); }
+
 double plan_allreduce_s(const plan_cluster *cl, double intra_bw, int R, double bytes, int n, int m) {
     if (n <= 1 || bytes <= 0) return 0;
     if (m < 1) m = 1;
@@ -43,29 +54,31 @@ double plan_allreduce_s(const plan_cluster *cl, double intra_bw, int R, double b
     // The ranks of a node that take part share its links (R of them at once).
     double ranks_on_links = R < m ? m : R;
     double t = fmax(v_intra / intra_bw, inter_s(cl, v_inter * ranks_on_links, g));
-    return t + 2.0 * (n - 1) * (n > m ? cl->inter_lat : cl->intra_lat);
+    return t + 2.0 * (n - 1) * (n > m ? cl->inter_lat : cl->intra_lat) + allreduce_phases(n) * wait_s(cl, R);
+}
+
+// An all-reduce of a few scalars among n ranks, m of them on each node: latency and a
+// wait per phase.
+static double small_allreduce_s(const plan_cluster *cl, int R, int n, int m) {
+    if (n <= 1) return 0;
+    return allreduce_phases(n) * ((n > m ? cl->inter_lat : cl->intra_lat) + wait_s(cl, R));
 }
 
 // One phase of an exchange in which a rank sends n_in intra-node and n_out inter-node
-// messages together: the first costs a latency, each further one a gap. With gap =
-// latency this is one latency a message, as messages sent one by one.
-static double phase_s(const plan_cluster *cl, double n_in, double n_out) {
+// messages together: the first costs a latency, each further one a gap, and the phase
+// its wait. With gap = latency this is one latency a message, as messages sent one by one.
+static double phase_s(const plan_cluster *cl, int R, double n_in, double n_out) {
     if (n_in + n_out <= 0) return 0;
     double first = n_out > 0 ? cl->inter_lat : cl->intra_lat;
-    return first + n_in * cl->intra_gap + n_out * cl->inter_gap - (n_out > 0 ? cl->inter_gap : cl->intra_gap);
+    return first + n_in * cl->intra_gap + n_out * cl->inter_gap - (n_out > 0 ? cl->inter_gap : cl->intra_gap) +
+           wait_s(cl, R);
 }
 
-// What an exchange waits, once, for its ranks to get a core (emulated nodes sharing
-// cores; the file's sync is per rank per node, R ranks per node): they arrive from
-// their compute at different times; the phases after the first find them already
-// waiting in the exchange.
-static double sync_s(const plan_cluster *cl, int R) { return cl->inter_sync * R; }
-
-// One trip of expert rows, less the exchange's wait: b bytes sent per rank in an EP
+// One trip of expert rows, its phases' waits included: b bytes sent per rank in an EP
 // group of `ep` ranks, r_in of them on this node, R ranks per node sharing its links.
 // The receiving side's imbalance scales the bandwidth terms.
-static double a2a_trip_moves_s(const plan_cluster *cl, plan_a2a algo, double b, int ep, int r_in, int R,
-                               double imb) {
+static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep, int r_in, int R,
+                         double imb) {
     if (ep <= 1 || b <= 0) return 0;
     double g = ceil((double)ep / r_in);
     double f_intra = (double)(r_in - 1) / ep, f_inter = (double)(ep - r_in) / ep;
@@ -77,7 +90,7 @@ static double a2a_trip_moves_s(const plan_cluster *cl, plan_a2a algo, double b, 
         // the node's inter bytes through the leader.
         return imb * (b * f_intra / cl->intra_bw + 2 * (r_in - 1) * b * f_inter / cl->intra_bw +
                       inter_s(cl, R * b * f_inter, g)) +
-               phase_s(cl, 2 * (r_in - 1), 0) + phase_s(cl, 0, g - 1) + phase_s(cl, r_in - 1, 0);
+               phase_s(cl, R, 2 * (r_in - 1), 0) + phase_s(cl, R, 0, g - 1) + phase_s(cl, R, r_in - 1, 0);
     case PLAN_A2A_2D: {
         // Two dimensions: first among the group's ranks of one supernode (one node's
         // where the cluster has no supernodes), to the rank that shares the
@@ -86,11 +99,11 @@ static double a2a_trip_moves_s(const plan_cluster *cl, plan_a2a algo, double b, 
         double d1 = fmin(ep, (double)r_in * S), d2 = ceil(ep / d1);
         double t1 = b * (r_in - 1) / d1 / cl->intra_bw + R * b * (d1 - r_in) / d1 / cl->inter_bw;
         double t2 = d2 > 1 ? R * b * (d2 - 1) / d2 * (S > 1 ? cl->oversubscription : 1) / cl->inter_bw : 0;
-        return imb * (t1 + t2) + phase_s(cl, r_in - 1, d1 - r_in) + phase_s(cl, 0, d2 - 1);
+        return imb * (t1 + t2) + phase_s(cl, R, r_in - 1, d1 - r_in) + phase_s(cl, R, 0, d2 - 1);
     }
     default:
         return imb * fmax(b * f_intra / cl->intra_bw, inter_s(cl, R * b * f_inter, g)) +
-               phase_s(cl, r_in - 1, ep - r_in);
+               phase_s(cl, R, r_in - 1, ep - r_in);
     }
 }
 
@@ -161,6 +174,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     const double imb = r->imbalance, keep = r->keep;
     const int L = c->num_hidden_layers, Ls = (L + pp - 1) / pp;  // layers of the (first) stage
     const int r_in = EP < R ? EP : R;
+    int moe_layers = 0;
     // fwd (1), bwd (2), recompute (+1 forward of the block, less o_proj)
     for (int layer = 0; layer < Ls; layer++) {
         // Attention block: qkv, o_proj GEMMs (columns split over tp), the causal core.
@@ -201,6 +215,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
         act_bytes += elem * N * C * (11 + rec * 5);
         double act_fwd = swiglu ? 3 : 2, act_bwd = swiglu ? 5 : 3;
         if (model_layer_is_moe(c, layer)) {
+            moe_layers++;
             // With tensor parallelism (sequence parallel, expert TP 1: Megatron's MoE
             // folding) each rank of a TP group routes 1/tp of the tokens.
             double Nm = N / tp;
@@ -224,9 +239,8 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
             }
             if (EP > 1) {
                 double b = Nm * k * keep * row_bytes, trips = 4 + 2 * rec;
-                a2a_s += trips * (a2a_trip_moves_s(cl, l->a2a, b, EP, r_in, R, imb) + sync_s(cl, R));
-                // the count exchange and the balance statistics' all-reduce
-                a2a_s += phase_s(cl, r_in - 1, EP - r_in) + sync_s(cl, R);
+                a2a_s += trips * a2a_trip_s(cl, l->a2a, b, EP, r_in, R, imb);
+                a2a_s += phase_s(cl, R, r_in - 1, EP - r_in);  // the count exchange
                 a2a_intra += trips * b * (r_in - 1) / EP;
                 a2a_inter += trips * b * (EP - r_in) / EP;
             }
@@ -295,12 +309,18 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     r->grad_s = gd + gx + r->grad_sum_s;
     r->grad_bytes = dp > 1 ? 2.0 * (dp - 1) / dp * 4 * dense : 0;
     if (S > 1) r->grad_bytes += 2.0 * (S - 1) / S * 4 * X;
+    // The step's small all-reduces over the data-parallel ranks (train/trainer.c's step):
+    // the loss and the gradient norm; per MoE layer and forward its router statistics,
+    // and with a capacity its dropped rows (the metrics' routing health and stop flag
+    // follow the step, outside train's step_s).
+    const double small = 1 + micro * (1 + moe_layers * (cf > 0 ? 2 : 1));
+    r->collectives_s = small * small_allreduce_s(cl, R, dp, m_dense < dp ? m_dense : dp);
     r->grad_hidden_s = fmin(l->overlap_grad * r->grad_s, (2.0 / 3) * r->compute_s);
     // AdamW reads p, g, m, v and writes p, m, v over the owned elements; gradients are
     // zeroed and the norm reads the owned slice; fp16 checks every gradient.
     double opt_bytes = 28.0 * owned + 4.0 * numel + 4.0 * owned + (l->dtype == PLAN_FP16 ? 4.0 * numel : 0);
     r->optimizer_s = opt_bytes / (cl->opt_bw > 0 ? cl->opt_bw : cl->mem_bw);
-    r->step_s = micro * micro_s + r->bubble_s + r->grad_s - r->grad_hidden_s + r->optimizer_s;
+    r->step_s = micro * micro_s + r->bubble_s + r->grad_s - r->grad_hidden_s + r->collectives_s + r->optimizer_s;
     r->a2a_bytes_inter = a2a_inter * micro, r->a2a_bytes_intra = a2a_intra * micro;
     double tokens = N * micro * dp;
     r->flops_model = model_flops_per_token(c, l->T) * N * micro / (tp * pp);

@@ -15,6 +15,6 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
 // The time of one exchange step of `bytes` per rank among n ranks, m of them on each
 // node (ring-equivalent volume 2(n-1)/n; used for the gradient all-reduce and TP), its
 // intra-node part at intra_bw bytes/s per rank (the link's, or the bulk rate for
-// buffers past the caches).
+// buffers past the caches), and the waits of its two phases (R ranks per node).
 double plan_allreduce_s(const plan_cluster *cl, double intra_bw, int R, double bytes, int n, int m);
 #endif

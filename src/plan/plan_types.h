@@ -35,6 +35,7 @@ typedef struct {
     double gemm_dense_s, gemm_expert_s, gemm_head_s, attention_s, memory_bound_s;
     double a2a_s, a2a_hidden_s, grad_s, grad_hidden_s, optimizer_s, tp_s, bubble_s;
     double grad_sum_s;         // of grad_s: the reduction's summation passes
+    double collectives_s;      // the step's all-reduces of a few scalars (loss, norm, routers')
     double compute_s, step_s;
     double flops_model;        // model FLOPs of the step per rank (PaLM's count)
     double flops_executed;     // with recomputation and the slowest rank's expert rows

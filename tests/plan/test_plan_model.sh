@@ -179,24 +179,46 @@ u1=$(sp speedup_ideal 1 memory_bound_s); v1=$(sp speedup 1 memory_bound_s)
 if awk -v a="$x1" -v b="$y1" -v c="$x2" -v d="$y2" -v e="$u1" -v f="$v1" 'BEGIN { r = 4 / 3
     exit !(a > 0 && b / a > r - 1e-4 && b / a < r + 1e-4 && c > 0 && c == d && f > e && f / e <= 2 / 1.6 + 1e-4) }'
 then ok; else bad "core speedups: GEMMs P=1 $x1 -> $y1 s (x4/3 expected), P=2 $x2 -> $y2 s (equal); memory-bound P=1 $u1 -> $v1 s"; fi
-# The phase wait (inter_node.sync) is paid once per exchange, when its ranks arrive from
-# their compute, whatever the algorithm's phases after it: it adds the same time to
-# flat, hierarchical and 2d (EP 4 on 2 nodes of 2 ranks, and on 4 nodes of 1, where the
-# hierarchical exchange has no intra-node phase).
-python3 - "$HERE/box.json" "$D" <<'PY'
+# The phase wait (inter_node.sync) is paid by every phase in which a rank sends (the
+# phase ends when its last, descheduled rank has sent). EP 4 on 2 nodes of 2 ranks, per
+# MoE layer 4 trips and the count exchange: flat 1 + 4 x 1 = 5 waits, hierarchical
+# 1 + 4 x 3 = 13, 2d 5 (its first dimension spans box.json's supernode of 4 nodes, its
+# second is empty); on 4 nodes of 1 every algorithm sends in one phase.
+python3 - "$HERE/box.json" "$D" <<'PY2'
 import json, sys
 c = json.load(open(sys.argv[1])); c["inter_node"]["sync"] = 1e-3
 json.dump(c, open(f"{sys.argv[2]}/sync.json", "w"))
-PY
+PY2
 a2a() { "$BIN" plan --cluster "$1" --json --config "$CFG/m2.json" --ranks 4 --ranks-per-node "$3" --expert-parallel 4 --batch-size 2 --seq-len 128 --a2a "$2" | field a2a_s; }
 for rpn in 2 1; do
   added=""
   for alg in flat hierarchical 2d; do
     added="$added $(awk -v a="$(a2a "$HERE/box.json" $alg $rpn)" -v b="$(a2a "$D/sync.json" $alg $rpn)" 'BEGIN { print b - a }')"
   done
-  if awk -v l="$added" 'BEGIN { n = split(l, x, " "); exit !(n == 3 && x[1] > 0 && x[2] / x[1] > 1 - 1e-4 && x[2] / x[1] < 1 + 1e-4 && x[3] / x[1] > 1 - 1e-4 && x[3] / x[1] < 1 + 1e-4) }'
-  then ok; else bad "sync, $rpn ranks per node: added to flat, hierarchical, 2d:$added s (one wait per exchange each)"; fi
+  if awk -v l="$added" -v rpn=$rpn 'BEGIN { n = split(l, x, " "); h = rpn == 2 ? 13 / 5 : 1; d = 1
+      exit !(n == 3 && x[1] > 0 && x[2] / x[1] > h - 1e-4 && x[2] / x[1] < h + 1e-4 && x[3] / x[1] > d - 1e-4 && x[3] / x[1] < d + 1e-4) }'
+  then ok; else bad "sync, $rpn ranks per node: added to flat, hierarchical, 2d:$added s (5, 13, 5 waits at 2 per node)"; fi
 done
+# The step's small all-reduces (collectives_s): none on one rank; on 4 ranks the loss,
+# the gradient norm and each MoE layer's router statistics (and its dropped rows with a
+# capacity), so 2 + L of them: doubling m2's 8 layers gives 18/10 of the time, a
+# capacity factor 34/18; a dense model has 2 whatever its layers. An all-reduce among 4
+# ranks waits in 1 + log2 4 = 3 phases (its exchange, the all-gather's rounds): the sync
+# adds 3 waits to a dense model's grad_s and 3 to each of its 2 small all-reduces.
+sed 's/"num_hidden_layers": 8/"num_hidden_layers": 16/' "$CFG/m2.json" >"$D/m2_16.json"
+sed 's/"num_hidden_layers": 8/"num_hidden_layers": 16/' "$D/dense.json" >"$D/dense_16.json"
+coll() { "$BIN" plan --cluster "${CL:-$HERE/box.json}" --json --batch-size 2 --seq-len 128 --config "$@" | field "${F:-collectives_s}"; }
+c1=$(coll "$CFG/m2.json" --ranks 1); c8=$(coll "$CFG/m2.json" --ranks 4); c16=$(coll "$D/m2_16.json" --ranks 4)
+cc=$(coll "$D/m2_16.json" --ranks 4 --capacity 1.25)
+d8=$(coll "$D/dense.json" --ranks 4); d16=$(coll "$D/dense_16.json" --ranks 4)
+if awk -v a="$c1" -v b="$c8" -v c="$c16" -v d="$cc" -v e="$d8" -v f="$d16" 'BEGIN {
+    exit !(a == 0 && b > 0 && c / b > 1.8 - 1e-4 && c / b < 1.8 + 1e-4 && d / c > 34 / 18 - 1e-4 && d / c < 34 / 18 + 1e-4 && e > 0 && e == f) }'
+then ok; else bad "small all-reduces: m2 P=1 $c1, P=4 $c8 s, 16 layers $c16 s, with a capacity $cc s; dense $d8 / $d16 s"; fi
+g0=$(F=grad_s coll "$D/dense.json" --ranks 4 --ranks-per-node 2); g1=$(CL=$D/sync.json F=grad_s coll "$D/dense.json" --ranks 4 --ranks-per-node 2)
+s0=$(coll "$D/dense.json" --ranks 4 --ranks-per-node 2); s1=$(CL=$D/sync.json coll "$D/dense.json" --ranks 4 --ranks-per-node 2)
+if awk -v a="$g0" -v b="$g1" -v c="$s0" -v d="$s1" 'BEGIN { w = 3 * 2 * 1e-3
+    exit !((b - a) / w > 1 - 1e-6 && (b - a) / w < 1 + 1e-6 && (d - c) / (2 * w) > 1 - 1e-6 && (d - c) / (2 * w) < 1 + 1e-6) }'
+then ok; else bad "waits of the all-reduces: grad $g0 -> $g1 s, small $s0 -> $s1 s at sync 1 ms, 2 ranks per node"; fi
 a=$(plan --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 | field activations)
 b=$(plan --config "$CFG/m2.json" --ranks 2 --batch-size 2 --seq-len 128 --recompute block | field activations)
 [ "$b" -lt "$a" ] && ok || bad "recompute block activations $b not below none's $a"
