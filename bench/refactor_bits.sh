@@ -41,7 +41,7 @@ train() {  # binary, output dir, launcher and extra flags...
     if [ "${1:-}" = mpi ]; then launch=("${MPIRUN[@]}"); shift; fi
     mkdir -p "$out"
     "${launch[@]}" "$bin" train --config configs/tiny_moe.json --data "$RUNS/data.bin" --steps 12 \
-        --batch-size 4 --seq-len 32 --lr 3e-3 --seed 1337 --save-dir "$out/ck" \
+        --batch-size "${RUN_BATCH:-4}" --seq-len 32 --lr 3e-3 --seed 1337 --save-dir "$out/ck" \
         --log "$out/metrics.jsonl" "$@" >"$out/stdout" 2>&1 || {
         echo "  run failed: $bin $* (see $out/stdout)"; return 1; }
 }
@@ -93,7 +93,7 @@ check() {  # name, flags...
 
 check fp32 --threads 2
 # 36 x 32 = 1152 tokens: the fused LM head (MODEL_LM_HEAD_CHUNK 1024 rows) in two chunks.
-check fp32_lmfused --threads 2 --batch-size 36
+RUN_BATCH=36 check fp32_lmfused --threads 2
 check bf16 --threads 2 --dtype bf16
 check fp16 --threads 2 --dtype fp16
 if [ "$have_mpi" = 1 ]; then

@@ -187,7 +187,8 @@ def bagualu(m, d):
         runs.append({"ms": ms, "min": num(r"\(min ([\d.]+)", t), "gflops": num(r"\| ([\d.]+) GFLOP/s \|", t),
                      "fma": num(r"FMA peak ([\d.]+)", t), "gemm": num(r"GEMM[^|]*? ([\d.]+) GFLOP/s", t),
                      "bf16peak": num(r"BF16 dot-product peak ([\d.]+)", t), "rss": rss / 1024 if rss else None,
-                     "alone": num(r"step / GEMMs alone ([\d.]+)", t), "path": (re.search(r"\(path ([\w-]+)\)", t) or [None, None])[1]})
+                     "alone": num(r"step / GEMMs alone ([\d.]+)", t), "path": (re.search(r"\(path ([\w-]+)\)", t) or [None, None])[1],
+                     "impl": (re.search(r"f32 GEMM \((\w+)\)", t) or [None, "oneDNN"])[1]})
     if not runs:
         return None
     med = sorted(runs, key=lambda r: r["ms"])[len(runs) // 2]
@@ -240,7 +241,7 @@ for m in models:
         if b:  # the peaks each run measured: FMA and f32 GEMM in fp32 runs, bf16 ones in bf16 runs
             peaks = (f"bf16 dot-product peak {b['bf16peak']} GFLOP/s, FMA peak {b['fma']} GFLOP/s, "
                      f"oneDNN bf16 GEMM (its path) {b['gemm']} GFLOP/s"
-                     if d == "bf16" else f"FMA peak {b['fma']} GFLOP/s, oneDNN f32 GEMM {b['gemm']} GFLOP/s")
+                     if d == "bf16" else f"FMA peak {b['fma']} GFLOP/s, f32 GEMM ({b.get('impl')}) {b['gemm']} GFLOP/s")
             seen_libs[m] = (seen_libs[m] + "; " if m in seen_libs else
                             f"{m.upper()}: measured by bench_step in its runs ({threads} threads): ") + f"{d}: {peaks}"
         for kind, p in (("default", pd), ("tuned", pt)):
