@@ -134,12 +134,6 @@ double peak_gemm_gflops(int n, int reps, bg_dtype precision) {
     return 2.0 * n * n * (double)n / best / 1e9;
 }
 
-static double bg_thread_cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 // One thread, by its CPU time: on a shared machine the core's rate whatever else runs.
 double peak_fma_gflops_cpu(double seconds) {
     double best = 0;

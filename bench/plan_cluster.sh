@@ -31,6 +31,8 @@ echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; commit $(git
 echo "config $CONFIG, batch $BATCH x $SEQ per rank, link $RATE (tbf, no added latency), 1 thread per rank"
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 field() { grep -o "\"$2\":[0-9.e+-]*" "$1" | cut -d: -f2 | tail -n +3 | median; }
+# The median over the rounds of column C of the runs of ($n, $r, $a).
+meas_col() { awk -v n="$n" -v r="$r" -v a="$a" -v c="$1" '$1==n && $2==r && $3==a {print $c}' "$D/meas" | median; }
 : >"$D/rows"
 base=(--config "$cfg" --batch-size "$BATCH" --seq-len "$SEQ")
 for n in $NODES; do
@@ -53,9 +55,7 @@ for n in $NODES; do
       done
     done
     for a in $A2AS; do
-      m=$(awk -v n="$n" -v r="$r" -v a="$a" '$1==n && $2==r && $3==a {print $5}' "$D/meas" | median)
-      x=$(awk -v n="$n" -v r="$r" -v a="$a" '$1==n && $2==r && $3==a {print $6}' "$D/meas" | median)
-      y=$(awk -v n="$n" -v r="$r" -v a="$a" '$1==n && $2==r && $3==a {print $7}' "$D/meas" | median)
+      m=$(meas_col 5) x=$(meas_col 6) y=$(meas_col 7)  # step_s, a2a_s, allreduce_s
       [ -n "$m" ] || continue
       pred=$("$BIN" plan "${base[@]}" --a2a "$a" --cluster "$D/c$n.json" --ranks "$P" --ranks-per-node "$r" --json)
       echo "$n $r $a $m $x $y $pred" >>"$D/rows"

@@ -2,8 +2,9 @@
 # An emulated multi-node cluster on one machine: each node is a network namespace
 # with its own hostname (a UTS namespace entered per command), joined to a bridge by a
 # veth pair whose two ends are rate-capped with tbf (the kernel has no netem, so no
-# latency can be added), paced at the rate even inside tbf's burst. OpenMPI treats ranks on different hostnames as different
-# nodes: shared memory inside a node, TCP over the veth links between nodes.
+# latency can be added), paced at the rate even inside tbf's burst. OpenMPI treats
+# ranks on different hostnames as different nodes: shared memory inside a node, TCP
+# over the veth links between nodes.
 #
 #   scripts/cluster.sh up N_NODES [--link-rate 1gbit] [--name NAME]
 #   scripts/cluster.sh run [--name NAME] RANKS_PER_NODE -- PROGRAM ARGS...

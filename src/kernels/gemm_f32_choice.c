@@ -34,7 +34,7 @@ gemm_f32_impl gemm_f32_impl_for(const cpu_identity *id) {
 static gemm_f32_impl cpu_choice(void) {
     cpu_identity id;
     cpu_identity_detect(&id);
-    id.avx512f = id.avx512f && gemm_f32_supported();
+    id.avx512f = gemm_f32_supported();  // the cpuid bit and the OS saving the zmm state
     return gemm_f32_impl_for(&id);
 }
 

@@ -187,7 +187,8 @@ static gemm_layout gemm_layout_of(int kind, int64_t M, int64_t K, int64_t N) {
         l.c_dims[0] = M, l.c_dims[1] = K, l.c_strides[0] = K, l.c_strides[1] = 1;
         l.beta = kind == GEMM_BWD_DATA ? 1.0f : 0.0f;
         break;
-    default:  // [dout(M,N) read as (N,M) with strides (1,N)] · inp(M,K)
+    default:  // [dout(M,N) read as (N,M) with strides (1,N)] · inp(M,K); BWD_WEIGHTS_SET
+              // reaches oneDNN as zeros + this sum (gemm_run)
         l.a_dims[0] = N, l.a_dims[1] = M, l.a_strides[0] = 1, l.a_strides[1] = N;
         l.b_dims[0] = M, l.b_dims[1] = K, l.b_strides[0] = K, l.b_strides[1] = 1;
         l.c_dims[0] = N, l.c_dims[1] = K, l.c_strides[0] = K, l.c_strides[1] = 1;

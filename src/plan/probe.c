@@ -20,21 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { REDUCE_FLOATS = 32 << 20, REDUCE_ITERS = 9, WAIT_BLOCKS = 5, WAIT_REPS = 20 };
-
-static double thread_cpu_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
 
 // Arithmetic for `cpu` seconds of this thread's CPU time: where ranks share a core it
 // takes longer on the wall clock, as a step's compute does.
 static void compute_for(double cpu) {
     volatile double x = 1;
-    for (double t0 = thread_cpu_s(); thread_cpu_s() - t0 < cpu;)
+    for (double t0 = bg_thread_cpu_now(); bg_thread_cpu_now() - t0 < cpu;)
         for (int i = 0; i < 2000; i++) x = x * 0.999999 + 1e-6;
 }
 

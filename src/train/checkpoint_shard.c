@@ -3,6 +3,7 @@
 #include "io/file_sync.h"
 #include "io/safetensors.h"
 #include "core/threads.h"
+#include "core/timer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,21 +249,16 @@ int ckpt_shard_write_now(ckpt_shard *s, const trainer *tr, const char *dir) {
     return write_files(s);
 }
 
-static double seconds_of(const struct timespec *t) { return (double)t->tv_sec + 1e-9 * (double)t->tv_nsec; }
 
 static void *writer_main(void *arg) {
     ckpt_shard *s = arg;
     // Tests delay the writer so training surely moves on before it reads the snapshot.
     if (s->delay_ms > 0) nanosleep(&(struct timespec){s->delay_ms / 1000, (s->delay_ms % 1000) * 1000000L}, NULL);
-    struct timespec t0, t1, c0, c1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    const double t0 = bg_now(), c0 = bg_thread_cpu_now();
     write_images(s);
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     // This thread's CPU (user and kernel): what the save takes from the step's cores.
-    s->writer_cpu_s = seconds_of(&c1) - seconds_of(&c0);
-    s->writer_s = seconds_of(&t1) - seconds_of(&t0);
+    s->writer_cpu_s = bg_thread_cpu_now() - c0;
+    s->writer_s = bg_now() - t0;
     atomic_store(&s->done, 1);
     return NULL;
 }
@@ -270,12 +266,10 @@ static void *writer_main(void *arg) {
 int ckpt_shard_start(ckpt_shard *s, const trainer *tr, const char *dir) {
     BG_ASSERT(!s->running && s->snapshot_alloc);
     if (set_dir(s, dir) != BG_OK) return BG_ERR;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = bg_now();
     point_live(s, tr);
     snapshot(s);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    s->block_s = seconds_of(&t1) - seconds_of(&t0);
+    s->block_s = bg_now() - t0;
     s->writer_cpu_s = s->writer_s = 0;
     atomic_store(&s->done, 0);
     const char *delay = getenv("BAGUALU_TEST_SAVE_DELAY_MS");
