@@ -122,33 +122,73 @@ static double normal_max(int n) {
     return 0.5 * (lo + hi);
 }
 
+// The first two moments of min(X, cap)/mu for an expert's load X in a routing group of
+// G tokens, each token taking the expert with probability m0 = k/E on average: X is
+// beta-binomial (the probability itself varies over the groups as a beta, a skewed gate;
+// every token of the group draws it alike), with the intra-group correlation rho that
+// gives X the variation v: var = mu·(1 − m0)·(1 + (G − 1)·rho). rho = 0 is the
+// multinomial's binomial (uniform routing, v² ≈ E/(G·k)), rho = 1 every token on the
+// same k experts (v² = E/k − 1): the family spans the gate from uniform to collapsed.
+// It keeps what train keeps where a gamma of the same v (shape 1/v²) kept 17% more
+// (tests/plan/test_plan_capacity.c: 0.40 vs 0.47 at a group's v of 1.6). Below the
+// binomial's v the loads are taken as binomial. Only x < cap enter: E[min(X, cap)] =
+// cap − Σ (cap − x)·P(x), E[min²] = cap² − Σ (cap² − x²)·P(x), P by its ratio recurrence.
+static void capped_load_moments(double G, double m0, double v, double cap, double *m1, double *m2) {
+    const double mu = G * m0;
+    double rho = (v * v * mu / (1 - m0) - 1) / (G - 1);
+    rho = G > 1 ? fmin(fmax(rho, 0), 1 - 1e-9) : 0;
+    double p, a = 0, b = 0;  // P(0); the beta's parameters
+    if (rho > 0) {
+        a = m0 * (1 / rho - 1), b = (1 - m0) * (1 / rho - 1);
+        p = exp(lgamma(a + b) + lgamma(b + G) - lgamma(b) - lgamma(a + b + G));
+    } else {
+        p = exp(G * log1p(-m0));
+    }
+    double s1 = 0, s2 = 0;
+    for (double x = 0; x < cap && x <= G; x++) {
+        s1 += (cap - x) * p, s2 += (cap * cap - x * x) * p;
+        p *= (G - x) / (x + 1) * (rho > 0 ? (x + a) / (G - x - 1 + b) : m0 / (1 - m0));
+    }
+    *m1 = (cap - s1) / mu, *m2 = (cap * cap - s2) / (mu * mu);
+}
+
 // The routing's cost, from one statistic: cv, the coefficient of variation of the
-// experts' loads over the global batch (train's load_cv; 0: independent uniform routing,
-// whose multinomial loads give sqrt(E/G) for G = N·EP·k rows). A rank holds E/EP
-// experts, so its load varies by cv·sqrt(EP/E) (independent experts) and the largest of
-// EP near-normal loads lies normal_max(EP) such deviations above the mean. SWIPE
-// balances by construction (cv 0, imb 1). A capacity of cf·mean
-// per expert keeps E[min(X, cf·mean)]/mean of a normal load X: 1 − cv·(φ(z) − z·(1 −
-// Φ(z))), z = (cf − 1)/cv; the slowest rank then holds at most cf/keep times the mean
-// of the kept rows.
-static void routing_cost(const model_config *c, int ep, double G, float cf, double cv,
-                         double *imb, double *keep) {
-    const int E = c->num_local_experts;
+// experts' loads over the global batch of dp ranks' tokens (train's load_cv; 0:
+// independent uniform routing). It is taken as the variation of a routing group's loads
+// (G tokens, a sequence unless configured; S_w = dp·N/G groups in the batch), v =
+// cv·√S_w, the groups independent: M2's runs (cf 1) had cv 1.23, 0.88, 0.67 at 2, 4, 8
+// groups, v 1.74-1.90, and dropped 64% of the rows at each. Uniform routing's v is the
+// multinomial's √(E/(G·k)). v is at most √(E/k − 1): every token of the group on the
+// same k experts. SWIPE balances by construction (v 0).
+// A rank holds E/EP experts and receives the S = EP·N/G groups of its EP group, so its
+// load is S·E/EP group loads: its variation v_r = v_t/√(S·E/EP), and the largest of EP
+// near-normal rank loads lies normal_max(EP) such deviations above the mean (imb).
+// Without a capacity v_t = v. With one, train drops each group's assignments beyond
+// cap = ⌈cf·G·k/E⌉ per expert (moe/capacity.c) and the experts run the kept rows only:
+// keep = E[min(X, cap)]/mu and v_t the variation of min(X, cap) (beta-binomial X, above); the
+// slowest rank holds at most cap per group and expert, (cap/mu)/keep of the kept mean.
+void plan_routing_cost(const model_config *c, int ep, int dp, double N, double T, float cf, double cv,
+                       double *imb, double *keep) {
+    const int E = c->num_local_experts, k = c->num_experts_per_tok;
+    const double G = c->routing_group_tokens > 0 ? c->routing_group_tokens : T, mu = G * k / E;
+    const double S = ep * N / G;
     const char *gate = model_router_type_name(c->router_type);
-    if (gate && !__builtin_strcmp(gate, "swipe")) cv = 0;
-    else if (cv <= 0) cv = sqrt(E / G);
-    *imb = 1 + cv * sqrt((double)ep / E) * normal_max(ep);
+    double v = cv > 0 ? cv * sqrt(dp * N / G) : sqrt(E / (G * k));
+    if (gate && !__builtin_strcmp(gate, "swipe")) v = 0;
+    v = fmin(v, sqrt(fmax((double)E / k - 1, 0)));
+    double vt = v, cap = 0;
     *keep = 1;
     if (cf > 0) {
-        if (cv > 0) {
-            const double z = (cf - 1) / cv;
-            const double phi = exp(-0.5 * z * z) / 2.5066282746310002, tail = 0.5 * erfc(z / sqrt(2));
-            *keep = fmax(fmin(1 - cv * (phi - z * tail), 1), 0.01);
-        } else if (cf < 1) {
-            *keep = cf;
-        }
-        if (*imb > cf / *keep) *imb = cf / *keep;
+        cap = ceil(cf * mu * (1.0 - 1e-7));  // moe_capacity_per_group's rounding
+        double m1, m2;
+        if (v > 0 && k < E) capped_load_moments(G, (double)k / E, v, cap, &m1, &m2);
+        else m1 = fmin(cap / mu, 1), m2 = m1 * m1;  // SWIPE, or k = E: every expert at the mean
+        cap /= mu;
+        *keep = fmax(m1, 0.01);
+        vt = sqrt(fmax(m2 - m1 * m1, 0)) / *keep;
     }
+    *imb = 1 + vt / sqrt(S * E / ep) * normal_max(ep);
+    if (cf > 0 && *imb > cap / *keep) *imb = cap / *keep;
 }
 
 void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
@@ -169,7 +209,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     double attn_s = 0, attn_flops = 0, a2a_s = 0, a2a_inter = 0, a2a_intra = 0;
     double cast = l->dtype == PLAN_FP32 ? 0 : 6;  // bytes per operand element rounded
     r->imbalance = r->keep = 1;
-    if (E > 0) routing_cost(c, EP, N * EP * k, cf, l->load_cv, &r->imbalance, &r->keep);
+    if (E > 0) plan_routing_cost(c, EP, l->P / (tp * pp), N, T, cf, l->load_cv, &r->imbalance, &r->keep);
     if (E > 0 && l->imbalance > 0) r->imbalance = l->imbalance;
     const double imb = r->imbalance, keep = r->keep;
     const int L = c->num_hidden_layers, Ls = (L + pp - 1) / pp;  // layers of the (first) stage

@@ -17,4 +17,13 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
 // intra-node part at intra_bw bytes/s per rank (the link's, or the bulk rate for
 // buffers past the caches), and the waits of its two phases (R ranks per node).
 double plan_allreduce_s(const plan_cluster *cl, double intra_bw, int R, double bytes, int n, int m);
+
+// The routing's cost (docs/PLANNER.md, load variation, imbalance, kept): for EP ranks
+// of an expert group among dp data-parallel ranks, N tokens per rank of sequences of T,
+// capacity factor cf (0: dropless) and the experts' load variation cv over the global
+// batch (train's load_cv; 0: independent uniform routing): imb, the slowest rank's
+// expert rows over the mean rank's kept rows, and keep, the fraction of assignments
+// kept after the capacity.
+void plan_routing_cost(const model_config *c, int ep, int dp, double N, double T, float cf, double cv,
+                       double *imb, double *keep);
 #endif
