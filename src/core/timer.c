@@ -15,6 +15,12 @@ double bg_thread_cpu_now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+double bg_process_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);

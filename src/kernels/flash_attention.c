@@ -511,6 +511,14 @@ size_t flash_attention_scratch_size(int B, int T, int C, int NH, int NKV) {
     return fa_backward_floats(B, T, C, NH) + fa_copies_words(B, T, C, NH, NKV);
 }
 
+// Per head, each thread gets ceil(BK/P) of BK = B·NKV equal tasks, 5 products per block
+// pair; in two passes about BK/P heads' worth of 7 products (the tasks are small
+// enough to balance). The per-head schedule wins when 5·ceil(BK/P) <= 7·BK/P.
+static int fa_backward_per_head(long BK) {
+    const long P = omp_get_max_threads();
+    return 5 * ((BK + P - 1) / P) * P <= 7 * BK;
+}
+
 // dout (B,T,C), out (B,T,C) and lse (B,NH,T) from the forward; dqkv (B,T,C+2·KV) +=;
 // scratch (flash_attention_scratch_size floats) is workspace.
 void flash_attention_backward(const kernel_ctx *kc, float *dqkv, float *scratch,
@@ -523,11 +531,7 @@ void flash_attention_backward(const kernel_ctx *kc, float *dqkv, float *scratch,
     fa_ops o;
     fa_ops_init(&o, qkv, dout, B, T, C, NH, NKV, kc,
                 scratch + fa_backward_floats(B, T, C, NH));
-    // Per head, each thread gets ceil(BK/P) of B·NKV equal tasks, 5 products per block
-    // pair; in two passes about BK/P heads' worth of 7 products (the tasks are small
-    // enough to balance). The per-head schedule wins when 5·ceil(BK/P) <= 7·BK/P.
-    const long P = omp_get_max_threads();
-    const int per_head = 5 * ((BK + P - 1) / P) * P <= 7 * BK;
+    const int per_head = fa_backward_per_head(BK);
     #pragma omp parallel
     {
         fa_round_inputs(&o, B, 1);
@@ -567,4 +571,107 @@ void flash_attention_backward(const kernel_ctx *kc, float *dqkv, float *scratch,
             }
         }
     }
+}
+
+// ---- the tile products alone ---------------------------------------------------------
+// What bench_step --gemm-alone counts as the attention's GEMMs: every task's tile
+// products at their shapes, in the call's schedule, without the softmax, the masks, the
+// packing and the write-back around them. Operand tiles are zeros (no subnormals); each
+// task's last accumulator goes to sink so that no product is dead code.
+
+static void fa_zero_tiles(float *f, size_t nf, bf16x2 *p, size_t np) {
+    for (size_t i = 0; i < nf; i++) f[i] = 0.0f;
+    for (size_t i = 0; i < np; i++) p[i] = 0;
+}
+
+// fa_forward_block's products: S and P·V per key block.
+static float fa_products_forward(const fa_ops *o, int b, int h, int qb) {
+    const int hs = o->hs, q0 = qb * FA_B, kend = q0 + imin(FA_B, o->T - q0), hp = o->bf16 ? hs / 2 : 1;
+    float Qt[hs * FA_B], Ot[hs * FA_B], St[FA_B * FA_B];
+    bf16x2 Q2[hp * FA_B], W2[fa_w2_words(o)];
+    fa_zero_tiles(Qt, (size_t)hs * FA_B, Q2, (size_t)hp * FA_B);
+    fa_zero_tiles(Ot, (size_t)hs * FA_B, W2, (size_t)fa_w2_words(o));
+    const fa_tile q = {Qt, Q2};
+    for (int k0 = 0; k0 < kend; k0 += FA_B) {
+        const int nk = imin(FA_B, kend - k0);
+        fa_xyt(o, St, FA_K, b, h / o->G, k0, nk, q);
+        fa_xtw(o, Ot, FA_V, b, h / o->G, k0, nk, St, W2);
+    }
+    return Ot[0];
+}
+
+// fa_backward_kv_block's products: S, dP, dV, dK and, per head, dQ per block pair.
+static float fa_products_kv_block(const fa_ops *o, int b, int kh, int kb, int with_dq) {
+    const int hs = o->hs, k0 = kb * FA_B, nk = imin(FA_B, o->T - k0), hp = o->bf16 ? hs / 2 : 1;
+    float Kt[hs * FA_B], dKt[hs * FA_B], dVt[hs * FA_B], dQt[hs * FA_B];
+    float P[FA_B * FA_B], dS[FA_B * FA_B];
+    bf16x2 K2[hp * FA_B], W2[fa_w2_words(o)];
+    fa_zero_tiles(Kt, (size_t)hs * FA_B, K2, (size_t)hp * FA_B);
+    fa_zero_tiles(dKt, (size_t)hs * FA_B, W2, (size_t)fa_w2_words(o));
+    fa_zero_tiles(dVt, (size_t)hs * FA_B, NULL, 0);
+    fa_zero_tiles(dQt, (size_t)hs * FA_B, NULL, 0);
+    const fa_tile k = {Kt, K2};
+    for (int h = kh * o->G; h < (kh + 1) * o->G; h++)
+        for (int q0 = k0; q0 < o->T; q0 += FA_B) {
+            const int nq = imin(FA_B, o->T - q0);
+            fa_xyt(o, P, FA_Q, b, h, q0, nq, k);
+            fa_xyt(o, dS, FA_DO, b, h, q0, nq, k);
+            fa_xtw(o, dVt, FA_DO, b, h, q0, nq, P, W2);
+            fa_xtw(o, dKt, FA_Q, b, h, q0, nq, dS, W2);
+            if (with_dq) fa_xtw(o, dQt, FA_K, b, kh, k0, nk, dS, W2);
+        }
+    return dKt[0] + dVt[0] + dQt[0];
+}
+
+// fa_backward_q_block's products: S, dP and dQ per key block.
+static float fa_products_q_block(const fa_ops *o, int b, int h, int qb) {
+    const int hs = o->hs, q0 = qb * FA_B, kend = q0 + imin(FA_B, o->T - q0), hp = o->bf16 ? hs / 2 : 1;
+    float Qt[hs * FA_B], dQt[hs * FA_B], St[FA_B * FA_B], dSt[FA_B * FA_B];
+    bf16x2 Q2[hp * FA_B], W2[fa_w2_words(o)];
+    fa_zero_tiles(Qt, (size_t)hs * FA_B, Q2, (size_t)hp * FA_B);
+    fa_zero_tiles(dQt, (size_t)hs * FA_B, W2, (size_t)fa_w2_words(o));
+    const fa_tile q = {Qt, Q2};
+    for (int k0 = 0; k0 < kend; k0 += FA_B) {
+        const int nk = imin(FA_B, kend - k0);
+        fa_xyt(o, St, FA_K, b, h / o->G, k0, nk, q);
+        fa_xyt(o, dSt, FA_V, b, h / o->G, k0, nk, q);
+        fa_xtw(o, dQt, FA_K, b, h / o->G, k0, nk, dSt, W2);
+    }
+    return dQt[0];
+}
+
+float flash_attention_products_alone(const kernel_ctx *kc, float *scratch, const float *qkv,
+                                     const float *dout, int B, int T, int C, int NH, int NKV,
+                                     int backward) {
+    BG_ASSERT(C % NH == 0 && C / NH <= FA_MAX_HS && NKV > 0 && NH % NKV == 0);
+    const int nb = (T + FA_B - 1) / FA_B;
+    const long BH = (long)B * NH, BK = (long)B * NKV;
+    fa_ops o;
+    fa_ops_init(&o, qkv, dout, B, T, C, NH, NKV, kc, scratch + fa_backward_floats(B, T, C, NH));
+    const int per_head = fa_backward_per_head(BK);
+    float sink = 0.0f;
+    #pragma omp parallel reduction(+ : sink)
+    {
+        if (!backward) {
+            #pragma omp for schedule(dynamic, 1)
+            for (long task = 0; task < BH * nb; task++)
+                sink += fa_products_forward(&o, (int)(task % BH / NH), (int)(task % BH % NH),
+                                            nb - 1 - (int)(task / BH));
+        } else if (per_head) {
+            #pragma omp for schedule(dynamic, 1)
+            for (long bk = 0; bk < BK; bk++)
+                for (int kb = 0; kb < nb; kb++)
+                    sink += fa_products_kv_block(&o, (int)(bk / NKV), (int)(bk % NKV), kb, 1);
+        } else {
+            #pragma omp for schedule(dynamic, 1)
+            for (long task = 0; task < BK * nb; task++)
+                sink += fa_products_kv_block(&o, (int)(task % BK / NKV), (int)(task % BK % NKV),
+                                             (int)(task / BK), 0);
+            #pragma omp for schedule(dynamic, 1)
+            for (long task = 0; task < BH * nb; task++)
+                sink += fa_products_q_block(&o, (int)(task % BH / NH), (int)(task % BH % NH),
+                                            nb - 1 - (int)(task / BH));
+        }
+    }
+    return sink;
 }

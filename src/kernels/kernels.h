@@ -185,8 +185,10 @@ typedef struct {
 void matmul_trace(kernel_ctx *kc, matmul_call *calls, int cap);
 int matmul_trace_count(const kernel_ctx *kc);
 // Runs the n calls on scratch operands, each run of concurrent calls as one parallel
-// loop (one call per thread), the others threaded as usual; returns the seconds taken.
-double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n);
+// loop (one call per thread), the others threaded as usual; returns the seconds taken
+// and, in *cpu_s, the process's CPU seconds over the same span (the operands' set-up
+// excluded from both).
+double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n, double *cpu_s);
 
 // ---- mixed-precision operands -------------------------------------------------
 // out = bf16(in), rounded to nearest even (NaN stays NaN, overflow is inf).
@@ -281,6 +283,14 @@ void flash_attention_backward(const kernel_ctx *kc, float *dqkv, float *scratch,
                               const float *dout, const float *qkv, const float *out,
                               const float *lse, int B, int T, int C, int NH, int NKV);
 size_t flash_attention_scratch_size(int B, int T, int C, int NH, int NKV);
+// The tile products of one flash_attention_forward (backward 0) or _backward over these
+// shapes, alone: the same products at the same shapes in the same schedule, on qkv and
+// dout (zeros, from the caller) and scratch (zeroed, flash_attention_scratch_size floats),
+// without the softmax, masks, packing and write-back. Returns a sum of the results (0 on
+// zeros), so that no product is dead code. bench_step --gemm-alone times it.
+float flash_attention_products_alone(const kernel_ctx *kc, float *scratch, const float *qkv,
+                                     const float *dout, int B, int T, int C, int NH, int NKV,
+                                     int backward);
 
 // ---- loss -------------------------------------------------------------------
 // Cross-entropy fused with softmax. logits (N,V), targets (N), losses (N) writes,

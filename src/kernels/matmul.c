@@ -409,7 +409,7 @@ static void replay_one(kernel_ctx *kc, const matmul_call *c, const void *a, cons
     gemm_run(kc, c->kind, c->bf16 ? dnnl_bf16 : dnnl_f32, out, a, b, c->M, c->K, c->N);
 }
 
-double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n) {
+double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n, double *cpu_s) {
     size_t in = 1, outn = 1;
     for (int i = 0; i < n; i++) {
         const size_t M = (size_t)calls[i].M, K = (size_t)calls[i].K, N = (size_t)calls[i].N;
@@ -426,7 +426,7 @@ double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n) {
     float *out = bg_aligned_alloc(outn * threads * sizeof(float));
     for (size_t i = 0; i < in; i++) a[i] = b[i] = 1e-3f * (float)(i % 7);
     memset(out, 0, outn * threads * sizeof(float));
-    double t0 = bg_now();
+    const double t0 = bg_now(), c0 = bg_process_cpu_now();
     for (int i = 0; i < n;) {
         int j = i + 1;
         if (calls[i].concurrent) {  // a run of calls made from a parallel region
@@ -438,7 +438,8 @@ double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n) {
         }
         i = j;
     }
-    double dt = bg_now() - t0;
+    const double dt = bg_now() - t0;
+    *cpu_s = bg_process_cpu_now() - c0;
     free(a), free(b), free(out);
     return dt;
 }
