@@ -1,6 +1,7 @@
 // The planner: memory from the memory report (the same layout routines the run
 // allocates with), time from plan_time.c, and the search over layouts.
 #include "plan/plan.h"
+#include "comm/dist.h"
 #include "core/error.h"
 #include "model/model.h"
 #include "model/params.h"
@@ -55,6 +56,41 @@ static void plan_memory(memory_report *m, const model_config *c, const plan_layo
         memory_plan(&one, c, &in);
         max_into(m, &one);
     }
+}
+
+// What a block of bg_aligned_alloc (core/error.c) holds resident beyond its bytes: one
+// of 4 MiB or more is rounded up to whole 2 MiB pages and asks for transparent huge
+// pages, which are resident whole once touched (M2 dense, one rank: the parameters,
+// gradients, m and v, 88.0 MiB each, are 90 MiB mappings, 90 MiB resident).
+static double huge_tail(size_t bytes) {
+    const size_t page = (size_t)2 << 20;
+    return bytes >= 2 * page ? (double)((bytes + page - 1) / page * page - bytes) : 0;
+}
+
+// Peak RSS against the report's bytes (expected_total): the huge blocks' tails (the
+// parameters, gradients, AdamW's m and v, the activation arena), less the reduction
+// scratch a ZeRO-1 run never touches: its reduce-scatter receives the n − 1 other ranks'
+// parts and sums its own in place, so 1/n of the P·piece scratch stays unwritten
+// (comm/dist_shard.c; M2 dense at P = 2: 32 of its 64 MiB resident on rank 1, 34 on
+// rank 0, whose own part holds the scalar all-reduces' parts). The rounded weight
+// copies of mixed precision are one block per weight, below the huge size but the
+// largest (the LM head's, 8 MiB in bf16, whole pages): not counted.
+static double resident_delta(const memory_report *m, const model_config *c, int P, int ep, int zero) {
+    const size_t bucket = DIST_BUCKET_BYTES_DEFAULT;
+    size_t numel, dense;
+    int el = c->num_local_experts > 0 ? c->num_local_experts / ep : 0;
+    param_table_numel_local(c, 0, el, &numel, &dense);
+    double d = huge_tail(m->numel * sizeof(float)) * 2 + huge_tail(m->owned * sizeof(float)) * 2 +
+               huge_tail(m->arena);
+    if (zero && P > 1) {
+        const int edp = P / ep;
+        // The step's scalar all-reduces share the world's slot: their parts lie in its
+        // first page, in rank 0's own part.
+        const size_t page = (size_t)2 << 20, own = dist_reduce_scatter_scratch_bytes(P, dense, bucket) / P;
+        d -= own > page ? (double)(own - page) : 0;
+        if (edp > 1) d -= (double)dist_reduce_scatter_scratch_bytes(edp, numel - dense, bucket) / edp;
+    }
+    return d;
 }
 
 int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, const plan_layout *l) {
@@ -123,6 +159,8 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
         plan_memory(&e, c, l, ep, r->zero, R, r->imbalance);
         r->mem_expected = m->total - m->moe_exchange_heap + e.moe_exchange_heap;
     }
+    if (l->tp == 1 && l->pp == 1)  // analytic layouts (TP, PP) keep the report's bytes
+        r->mem_expected = (size_t)((double)r->mem_expected + resident_delta(m, c, dp, ep, r->zero));
     return BG_OK;
 }
 

@@ -261,15 +261,20 @@ if [ "$p2" = "$want" ] &&
    awk -v a="$f1" -v b="$f2" -v d="$((p2 - p1))" 'BEGIN { w = 6 * d + 6 * 8 * 128 * 8 * 64; exit !((b - a) / w > 1 - 1e-3 && (b - a) / w < 1 + 1e-3) }'
 then ok; else bad "latent attention's counts: params $p1 -> $p2 (wanted $want), FLOPs per token $f1 -> $f2"; fi
 # The expected peak: dropless EP's grown heap at the expected rows, below the limit the
-# report counts, rising with the imbalance; no grown heap (one rank, a capacity): equal.
+# report counts, rising with the imbalance; no grown heap (one rank, a capacity): the
+# total with what is resident beyond or short of it (docs/PLANNER.md, Memory): one rank
+# the huge blocks' tails, at most 2 MiB for each of 5 blocks; 4 ranks under ZeRO-1 less
+# the reduce-scatter's unwritten own part (M2: 64 MiB / 4 less a page).
 flags="--config $CFG/m2.json --ranks 4 --batch-size 2 --seq-len 128"
 t=$(plan $flags | field total); e1=$(plan $flags --imbalance 1 | field expected_total)
 e2=$(plan $flags --imbalance 2 | field expected_total); h=$(plan $flags | field moe_exchange_heap_bound)
 c1=$(plan $flags --capacity 1.25 | field total); c2=$(plan $flags --capacity 1.25 | field expected_total)
 s1=$(plan --config "$CFG/m2.json" --ranks 1 --batch-size 2 --seq-len 128 | field total)
 s2=$(plan --config "$CFG/m2.json" --ranks 1 --batch-size 2 --seq-len 128 | field expected_total)
-if [ -n "$t" ] && awk -v t="$t" -v a="$e1" -v b="$e2" -v h="$h" 'BEGIN { exit !(h > 0 && a < b && b < t && a >= t - h) }' &&
-   [ "$c1" = "$c2" ] && [ "$s1" = "$s2" ]; then ok
+M=1048576
+if [ -n "$t" ] && awk -v t="$t" -v a="$e1" -v b="$e2" -v h="$h" -v M=$M 'BEGIN { exit !(h > 0 && a < b && b < t && a >= t - h - 14 * M) }' &&
+   awk -v c1="$c1" -v c2="$c2" -v s1="$s1" -v s2="$s2" -v M=$M 'BEGIN {
+     exit !(s2 > s1 && s2 - s1 <= 10 * M && c1 - c2 >= 14 * M - 10 * M && c1 - c2 <= 14 * M) }'; then ok
 else bad "expected peak: total $t (heap bound $h), imbalance 1 -> $e1, 2 -> $e2; capacity $c1/$c2; one rank $s1/$s2"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
