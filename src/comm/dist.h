@@ -171,9 +171,9 @@ double dist_a2a_cost(const dist_a2a_cost_in *in, enum dist_a2a_algo algo);
 enum dist_a2a_algo dist_a2a_choose(const dist_a2a_cost_in *in);
 // Measures the inter- and intra-node links once by ping-pong between rank 0 and the
 // first rank of node 1 (and rank 1 of node 0) while the other ranks sleep, counts the
-// ranks per core (ranks that share a kernel boot id share a machine) and times a tiny
-// all-to-all of all ranks for sync_s. Collective over c; every rank gets the same
-// numbers. Fields not measurable (one node, one rank per node) are left as given.
+// ranks per core (ranks that share a kernel boot id share a machine) and measures the
+// phase wait sync_s as training meets it (count exchanges after spells of compute).
+// Collective over c; every rank gets the same numbers. Fields not measurable (one node, one rank per node) are left as given.
 void dist_link_measure(dist_comm *c, dist_a2a_cost_in *io);
 const char *dist_a2a_name(enum dist_a2a_algo algo);
 

@@ -5,7 +5,7 @@
 // rank of node 1 (inter) and rank 1 of node 0 (intra). The other ranks sleep
 // meanwhile, so that the pair measures the link and not the scheduler; the fastest of
 // several repetitions counts. What the scheduler costs a phase where every rank takes
-// part (sync_s) is measured apart, by a tiny all-to-all of all ranks.
+// part (sync_s) is measured apart, as training meets it (phase_wait_s).
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE  // sched_getaffinity, CPU_COUNT
 #endif
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { LINK_TAG = 7303, SMALL_REPS = 20, BIG_REPS = 3, BIG_BYTES = 2 << 20, BURST = 32, SYNC_REPS = 9 };
+enum { LINK_TAG = 7303, SMALL_REPS = 20, BIG_REPS = 3, BIG_BYTES = 2 << 20, BURST = 32, WAIT_BLOCKS = 5, WAIT_REPS = 20 };
 
 // Half the fastest round trip over reps: `n` messages of `bytes` there, one back.
 static double half_rtt(dist_comm *c, int peer, char *buf, int bytes, int n, int reps) {
@@ -71,36 +71,6 @@ static void sleeping_barrier(dist_comm *c) {
     }
 }
 
-// The slowest rank's median time of one phase of the flat exchange: a float to every
-// other rank, all posted at once (as the flat all-to-all does; MPI_Alltoall may take
-// log P rounds for tiny blocks), all ranks.
-static double tiny_a2a_s(dist_comm *c) {
-    int P = c->size;
-    float *send = bg_calloc((size_t)P, sizeof(float)), *recv = bg_calloc((size_t)P, sizeof(float));
-    MPI_Request *r = bg_malloc(sizeof(MPI_Request) * 2 * P);
-    double t[SYNC_REPS];
-    for (int i = -1; i < SYNC_REPS; i++) {  // the first warms the connections up
-        DIST_MPI(MPI_Barrier(c->comm));
-        double t0 = bg_now();
-        int n = 0;
-        for (int j = 0; j < P; j++)
-            if (j != c->rank) DIST_MPI(MPI_Irecv(&recv[j], 1, MPI_FLOAT, j, LINK_TAG, c->comm, &r[n++]));
-        for (int j = 0; j < P; j++)
-            if (j != c->rank) DIST_MPI(MPI_Isend(&send[j], 1, MPI_FLOAT, j, LINK_TAG, c->comm, &r[n++]));
-        DIST_MPI(MPI_Waitall(n, r, MPI_STATUSES_IGNORE));
-        double dt = bg_now() - t0;
-        DIST_MPI(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, c->comm));
-        if (i >= 0) t[i] = dt;
-    }
-    free(send), free(recv), free(r);
-    for (int i = 1; i < SYNC_REPS; i++)  // insertion sort: a handful of values
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            double x = t[j];
-            t[j] = t[j - 1], t[j - 1] = x;
-        }
-    return t[SYNC_REPS / 2];
-}
-
 // A hash of the kernel's boot id: equal on ranks of one machine, whatever network or
 // UTS namespace (emulated node) they run in; 0 where it cannot be read.
 static int32_t machine_key(void) {
@@ -136,6 +106,48 @@ static double ranks_per_core(dist_comm *c) {
     return worst > 1 ? worst : 1;
 }
 
+// Arithmetic for `cpu` seconds of this thread's CPU time: where ranks share a core it
+// takes longer on the wall clock, as a step's compute does.
+static void compute_for(double cpu) {
+    volatile double x = 1;
+    for (double t0 = bg_thread_cpu_now(); bg_thread_cpu_now() - t0 < cpu;)
+        for (int i = 0; i < 2000; i++) x = x * 0.999999 + 1e-6;
+}
+
+// The phase wait, per exchange, measured as a step meets it: WAIT_REPS spells of compute
+// (0.5-2.5 ms of CPU time in turn, so that the exchanges meet the scheduler at varied
+// points of its time slices), each followed by a count exchange (one int32 to every
+// rank), back to back as a step's layers run; the slowest rank's wall time of the block,
+// less the compute's wall time at its share of the cores and the exchanges' links
+// (dist_a2a_cost without a wait), per exchange. The median of WAIT_BLOCKS blocks (a
+// preempted block drops out). A tiny all-to-all right after a barrier, as before, read
+// 3-4x the wait that training meets on emulated nodes (BENCHMARKS.md, issue 17).
+static double phase_wait_s(dist_comm *c, const dist_a2a_cost_in *links) {
+    const int P = c->size;
+    dist_a2a_cost_in own = *links;
+    own.bytes_per_rank = 0, own.sync_s = 0;
+    const double link_s = dist_a2a_cost(&own, DIST_A2A_FLAT), share = links->ranks_per_core;
+    int32_t *send = bg_calloc((size_t)P, sizeof(int32_t)), *recv = bg_calloc((size_t)P, sizeof(int32_t));
+    double block[WAIT_BLOCKS];
+    // Raw MPI, not dist_alltoall_i32: a probe, kept out of the exchange's traffic counters.
+    DIST_MPI(MPI_Alltoall(send, 1, MPI_INT32_T, recv, 1, MPI_INT32_T, c->comm));  // connections up
+    for (int b = 0; b < WAIT_BLOCKS; b++) {
+        double cpu = 0, t0 = bg_now();
+        for (int i = 0; i < WAIT_REPS; i++) {
+            const double spell = 0.5e-3 * (1 + i % 5);
+            compute_for(spell);
+            DIST_MPI(MPI_Alltoall(send, 1, MPI_INT32_T, recv, 1, MPI_INT32_T, c->comm));
+            cpu += spell;
+        }
+        double t = bg_now() - t0;
+        DIST_MPI(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, c->comm));
+        block[b] = (t - cpu * share) / WAIT_REPS - link_s;
+    }
+    free(send), free(recv);
+    const double m = bg_median(block, WAIT_BLOCKS);
+    return m > 0 ? m : 0;
+}
+
 void dist_link_measure(dist_comm *c, dist_a2a_cost_in *io) {
     io->nodes = c->n_nodes;
     io->ranks_per_node = c->size / c->n_nodes;
@@ -149,15 +161,10 @@ void dist_link_measure(dist_comm *c, dist_a2a_cost_in *io) {
     sleeping_barrier(c);
     if (c->node_start[1] > 1) pair(c, c->members[1], &v[3], &v[4], &v[5]);
     sleeping_barrier(c);
-    double tiny = tiny_a2a_s(c);
-    dist_watch_end();
     dist_bcast(c, v, sizeof v, 0);
     io->inter_lat = v[0], io->inter_gap = v[1], io->inter_bw = v[2];
     io->intra_lat = v[3], io->intra_gap = v[4], io->intra_bw = v[5];
-    // sync_s: the tiny all-to-all's time beyond what the links' own figures give it.
-    dist_a2a_cost_in link = *io;
-    link.bytes_per_rank = 0, link.sync_s = 0;
-    double own = dist_a2a_cost(&link, DIST_A2A_FLAT);
-    io->sync_s = tiny > own ? tiny - own : 0;
+    io->sync_s = phase_wait_s(c, io);  // every rank computes the same median of maxima
+    dist_watch_end();
 }
 #endif

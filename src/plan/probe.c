@@ -3,11 +3,11 @@
 // (dist_link_measure: ping-pong latency and bandwidth and a burst's gap between two
 // ranks while the others sleep). Rank 0 prints "bandwidth latency gap sync" of the
 // inter-node link where the ranks span nodes, else of the intra-node one (sync 0:
-// measured between nodes only). sync, the phase wait, is measured as training meets
-// it: a tiny all-to-all (the count exchange) right after a spell of compute, less
-// what the compute and the links account for; per rank per node (the planner
-// multiplies by the layout's): the probe may run at any ranks per node, and measures
-// best at the one to be planned.
+// printed between nodes only). sync, the phase wait, is dist_link_measure's (measured
+// as training meets it: count exchanges right after spells of compute, less what the
+// compute and the links account for), per rank per node (the planner multiplies by
+// the layout's): the probe may run at any ranks per node, and measures best at the one
+// to be planned.
 // Then, unless --links-only, the gradient reduction as training runs it, every rank at
 // once over a buffer past the caches: "bulk reduce", the all-gather's bytes received per
 // rank per second and the rank-order sum's bytes (P parts read, 1 written) per second,
@@ -21,47 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { REDUCE_FLOATS = 32 << 20, REDUCE_ITERS = 9, WAIT_BLOCKS = 5, WAIT_REPS = 20 };
-
-// Arithmetic for `cpu` seconds of this thread's CPU time: where ranks share a core it
-// takes longer on the wall clock, as a step's compute does.
-static void compute_for(double cpu) {
-    volatile double x = 1;
-    for (double t0 = bg_thread_cpu_now(); bg_thread_cpu_now() - t0 < cpu;)
-        for (int i = 0; i < 2000; i++) x = x * 0.999999 + 1e-6;
-}
-
-// The phase wait of ranks that share cores, in seconds per exchange, measured as a step
-// meets it: WAIT_REPS spells of compute (0.5-2.5 ms of CPU time in turn, so the exchanges
-// meet the scheduler at varied points of its time slices), each followed by the count
-// exchange, back to back as a step's layers run; the slowest rank's wall time of the
-// block, less the compute's wall time at its share of the cores and the exchanges'
-// links (dist_a2a_cost without a wait), per exchange. The median of WAIT_BLOCKS blocks
-// (a preempted block drops out).
-static double phase_wait_s(dist_comm *w, const dist_a2a_cost_in *links) {
-    const int P = dist_size(w);
-    dist_a2a_cost_in own = *links;
-    own.bytes_per_rank = 0, own.sync_s = 0;
-    const double link_s = dist_a2a_cost(&own, DIST_A2A_FLAT), share = links->ranks_per_core;
-    int32_t *send = bg_calloc((size_t)P, sizeof(int32_t)), *recv = bg_calloc((size_t)P, sizeof(int32_t));
-    double block[WAIT_BLOCKS];
-    dist_alltoall_i32(w, send, recv, 1);  // connections up
-    for (int b = 0; b < WAIT_BLOCKS; b++) {
-        double cpu = 0, t0 = bg_now();
-        for (int i = 0; i < WAIT_REPS; i++) {
-            const double c = 0.5e-3 * (1 + i % 5);
-            compute_for(c);
-            dist_alltoall_i32(w, send, recv, 1);
-            cpu += c;
-        }
-        double t = bg_now() - t0;
-        dist_allreduce_max_f64(w, &t, 1);
-        block[b] = (t - cpu * share) / WAIT_REPS - link_s;
-    }
-    free(send), free(recv);
-    const double m = bg_median(block, WAIT_BLOCKS);
-    return m > 0 ? m : 0;
-}
+enum { REDUCE_FLOATS = 32 << 20, REDUCE_ITERS = 9 };
 
 // Median over REDUCE_ITERS of the slowest rank's seconds for f over buf.
 static double median_s(dist_comm *w, void (*f)(dist_comm *, float *, size_t), float *buf, size_t n) {
@@ -103,8 +63,7 @@ int plan_probe(int argc, char **argv) {
         return 0;
     }
     dist_a2a_cost_in in = {0};
-    dist_link_measure(w, &in);
-    if (in.nodes > 1) in.sync_s = phase_wait_s(w, &in);
+    dist_link_measure(w, &in);  // sync_s, the phase wait, as --a2a auto weighs it too
     double bulk = 0, reduce = 0;
     if (!links_only) reduce_rates(w, &bulk, &reduce);
     if (dist_rank(w) == 0) {
