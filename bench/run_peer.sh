@@ -187,7 +187,8 @@ def bagualu(m, d):
         runs.append({"ms": ms, "min": num(r"\(min ([\d.]+)", t), "gflops": num(r"\| ([\d.]+) GFLOP/s \|", t),
                      "fma": num(r"FMA peak ([\d.]+)", t), "gemm": num(r"GEMM[^|]*? ([\d.]+) GFLOP/s", t),
                      "bf16peak": num(r"BF16 dot-product peak ([\d.]+)", t), "rss": rss / 1024 if rss else None,
-                     "alone": num(r"step / GEMMs alone ([\d.]+)", t), "path": (re.search(r"\(path ([\w-]+)\)", t) or [None, None])[1],
+                     "alone": num(r"step / GEMMs alone ([\d.]+)", t),
+                     "alone_att": num(r"step / GEMMs and attention products alone ([\d.]+)", t), "path": (re.search(r"\(path ([\w-]+)\)", t) or [None, None])[1],
                      "impl": (re.search(r"f32 GEMM \((\w+)\)", t) or [None, "oneDNN"])[1]})
     if not runs:
         return None
@@ -214,7 +215,7 @@ def ratio(a, b):
 def mem(x):
     return "n/a" if x is None else f"{x:.0f}"
 
-head = ["model", "dtype", "bf16 path", "step/GEMMs alone", "bagualu ms", "peer dflt ms", "peer tuned ms", "dflt/bagualu", "tuned/bagualu",
+head = ["model", "dtype", "bf16 path", "step/GEMMs alone", "with attention", "bagualu ms", "peer dflt ms", "peer tuned ms", "dflt/bagualu", "tuned/bagualu",
         "bagualu GF/s", "% FMA peak", "% bf16 peak", "% GEMM", "tuned GF/s", "dflt GF/s",
         "mem MiB bagualu", "mem dflt", "mem tuned"]
 rows, best, notes, seen_libs = [], [], [], {}
@@ -231,7 +232,8 @@ for m in models:
         if pd and (pd["warmup_only"] or pd["steps"] < 10):
             dflt_ms += f" (n={pd['steps']}{', warm-up' if pd['warmup_only'] else ''})"
         rows.append([m.upper(), d, (b.get("path") or "-") if b else "n/a",
-                     f"{b['alone']:.3f}" if b and b.get("alone") else "n/a", ms(bms), dflt_ms, ms(ptms), ratio(pdms, bms), ratio(ptms, bms),
+                     f"{b['alone']:.3f}" if b and b.get("alone") else "n/a",
+                     f"{b['alone_att']:.3f}" if b and b.get("alone_att") else "n/a", ms(bms), dflt_ms, ms(ptms), ratio(pdms, bms), ratio(ptms, bms),
                      f"{b['gflops']:.1f}" if b and b["gflops"] else "n/a", fma, bfp, gemm,
                      f"{pt['gflops']:.1f}" if pt else "n/a", f"{pd['gflops']:.1f}" if pd else "n/a",
                      mem(b["rss"] if b else None), mem(pd["peak_rss_mb"] if pd else None),
