@@ -295,6 +295,35 @@ static double triad_bw(float *x, float *y, size_t len, int n) {
     return 3.0 * len * 4 / best;
 }
 
+// Bytes/s of mixed precision's rounding as the trainer runs it (kernels/matmul.c: each
+// weight rounded into its copy once a step, each activation operand into a buffer) on
+// the bf16 path of this CPU: 64 MiB of floats, in blocks of an M2 expert's w_in (512K
+// elements, each one call), 6 bytes an element as the time model counts them; the best
+// of 5 on the team of bg_threads_set. Zen 5: one thread 37 GB/s against a triad of 54,
+// both cores 50-58 against 97: the conversion's arithmetic and its 2-byte stores keep it
+// under the triad, which priced the rounding of M2's 118M weights a step at half its
+// time.
+static double rounding_bw(void) {
+    const size_t len = (size_t)16 << 20, block = (size_t)1 << 19;
+    const operand_format p = operand_format_of(BG_BF16, bf16_path_default());
+    float *x = bg_aligned_alloc(len * 4);
+    void *y = bg_aligned_alloc(len * 4);
+    for (size_t i = 0; i < len; i++) x[i] = 1e-3f * (float)(i % 1000);
+    memset(y, 0, len * 4);
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double t0 = bg_now();
+        for (size_t o = 0; o < len; o += block) {
+            if (p == OPERAND_BF16) cast_f32_to_bf16((uint16_t *)y + o, x + o, block);
+            else round_f32_to_bf16((float *)y + o, x + o, block);
+        }
+        double dt = bg_now() - t0;
+        if (dt < best) best = dt;
+    }
+    free(x), free(y);
+    return 6.0 * len / best;
+}
+
 int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T, int threads,
                            double seconds) {
     bg_threads_set(threads);
@@ -345,6 +374,14 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
     cl->mem_bw = triad_bw(x, y, len, threads);
     cl->node_mem_bw = cores > threads ? triad_bw(x, y, len, (int)cores) : cl->mem_bw;
     free(x), free(y);
+    cl->round_bw = rounding_bw();
+    if (cores > threads) {
+        bg_threads_set((int)cores);
+        cl->node_round_bw = rounding_bw();
+        bg_threads_set(threads);
+    } else {
+        cl->node_round_bw = cl->round_bw;
+    }
     cl->act_bw = c ? time_activation_kernels(c, B, T, 0.05 * seconds) : 0;
     cl->cores_per_rank = threads;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);

@@ -103,7 +103,7 @@ static int parse_curve(plan_gemm_curve *g, const cJSON *arr, const char *dt, con
 
 static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
     static const char *const top[] = {"name", "sources", "notes", "assumptions", "nodes", "ranks_per_node",
-        "cores_per_rank", "node_memory_bandwidth", "activation_bandwidth", "optimizer_bandwidth", "node_optimizer_bandwidth", "node_gemm_speedup", "node_activation_speedup", "peak_flops", "gemm", "gemm_efficiency", "attention_efficiency", "attention_rate",
+        "cores_per_rank", "node_memory_bandwidth", "activation_bandwidth", "optimizer_bandwidth", "node_optimizer_bandwidth", "rounding_bandwidth", "node_rounding_bandwidth", "node_gemm_speedup", "node_activation_speedup", "peak_flops", "gemm", "gemm_efficiency", "attention_efficiency", "attention_rate",
         "memory_per_node", "memory_bandwidth", "reduce_bandwidth", "intra_node", "inter_node", "topology", NULL};
     static const char *const link[] = {"bandwidth", "latency", "gap", "sync", NULL};
     static const char *const intra_keys[] = {"bandwidth", "latency", "gap", "sync", "bulk_bandwidth", NULL};
@@ -167,6 +167,8 @@ static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
         get_num(root, "activation_bandwidth", "", origin, 0, 1, &c->act_bw) ||
         get_num(root, "optimizer_bandwidth", "", origin, 0, 1, &c->opt_bw) ||
         get_num(root, "node_optimizer_bandwidth", "", origin, 0, 1, &c->node_opt_bw) ||
+        get_num(root, "rounding_bandwidth", "", origin, 0, 1, &c->round_bw) ||
+        get_num(root, "node_rounding_bandwidth", "", origin, 0, 1, &c->node_round_bw) ||
         get_num(root, "reduce_bandwidth", "", origin, 0, 1, &c->reduce_bw) ||
         get_num(root, "node_gemm_speedup", "", origin, 0, 1, &c->node_gemm_speedup) ||
         get_num(root, "node_activation_speedup", "", origin, 0, 1, &c->node_act_speedup))
@@ -285,6 +287,8 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
     if (c->act_bw > 0) add_number(root, "activation_bandwidth", c->act_bw);
     if (c->opt_bw > 0) add_number(root, "optimizer_bandwidth", c->opt_bw);
     if (c->node_opt_bw > 0) add_number(root, "node_optimizer_bandwidth", c->node_opt_bw);
+    if (c->round_bw > 0) add_number(root, "rounding_bandwidth", c->round_bw);
+    if (c->node_round_bw > 0) add_number(root, "node_rounding_bandwidth", c->node_round_bw);
     if (c->reduce_bw > 0) add_number(root, "reduce_bandwidth", c->reduce_bw);
     if (c->node_gemm_speedup > 0) add_number(root, "node_gemm_speedup", c->node_gemm_speedup);
     if (c->node_act_speedup > 0) add_number(root, "node_activation_speedup", c->node_act_speedup);
@@ -339,6 +343,7 @@ void plan_cluster_scale_rates(plan_cluster *c, double share) {
             for (int i = 0; i < c->gemm[d][k].n; i++) c->gemm[d][k].rate[i] *= fg;
     }
     c->mem_bw *= share, c->act_bw *= cores_factor(c, share, c->node_act_speedup), c->opt_bw *= share;
+    c->round_bw *= share;
     // The reduction's copies and sums are one thread's: slower on a core's share, no
     // faster on more cores.
     const double one = share < 1 ? share : 1;

@@ -52,6 +52,10 @@ typedef struct {
                                         // (zeroing, norm, AdamW; 0: mem_bw)
     double node_opt_bw;                 // the same with every core of the node (0: opt_bw
                                         // x ranks)
+    // bytes/s per rank of mixed precision's rounding of GEMM operands (the bf16 path's
+    // kernel over weight-sized blocks from memory, 6 bytes an element as the time model
+    // counts them), and with every core of the node (0: mem_bw and node_mem_bw)
+    double round_bw, node_round_bw;
     // Measured speedups of one rank on all the node's cores (ranks_per_node x
     // cores_per_rank) over cores_per_rank: the model's GEMMs, and its elementwise kernels
     // (0: ideal, ranks_per_node). Barriers and shared caches keep them under the ratio.

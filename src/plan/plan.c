@@ -133,6 +133,7 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
     plan_cluster_scale_rates(&scaled, (double)cl->ranks_per_node / R);
     if (cl->node_mem_bw > 0) scaled.mem_bw = fmin(scaled.mem_bw, cl->node_mem_bw / R);
     if (cl->node_opt_bw > 0 && scaled.opt_bw > 0) scaled.opt_bw = fmin(scaled.opt_bw, cl->node_opt_bw / R);
+    if (cl->node_round_bw > 0 && scaled.round_bw > 0) scaled.round_bw = fmin(scaled.round_bw, cl->node_round_bw / R);
     r->zero = dp > 1 && l->zero != 0;
     plan_memory(&r->mem, c, l, ep, r->zero, R, 0);
     memory_report *m = &r->mem;

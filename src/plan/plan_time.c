@@ -204,8 +204,9 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     gemm_acc g = {cl, l->dtype, 0, 0}, g32 = {cl, cl->peak[PLAN_FP32] > 0 ? PLAN_FP32 : l->dtype, 0, 0};
     gemm_acc ge = g;
     // Passes of the elementwise kernels over a layer's activations (act_bytes), and of
-    // streaming ones (rounding casts, the logits, the weights' rounding: mem_bytes).
-    double act_bytes = 0, mem_bytes = 0;
+    // streaming ones (the logits: mem_bytes), and mixed precision's rounding of GEMM
+    // operands, activations and weights (round_bytes).
+    double act_bytes = 0, mem_bytes = 0, round_bytes = 0;
     double attn_s = 0, attn_flops = 0, a2a_s = 0, a2a_inter = 0, a2a_intra = 0;
     double cast = l->dtype == PLAN_FP32 ? 0 : 6;  // bytes per operand element rounded
     r->imbalance = r->keep = 1;
@@ -243,7 +244,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
             hd = C / c->num_attention_heads;
             core_fwd = 2 * N * T * C / tp;
         }
-        mem_bytes += cast * (2 * N * C + N * W / tp) * 2;
+        round_bytes += cast * (2 * N * C + N * W / tp) * 2;
         double core = core_fwd * (1 + 2.5) + rec * core_fwd;
         double rate = cl->attention_rate[l->dtype] > 0
                           ? cl->attention_rate[l->dtype]
@@ -268,7 +269,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
             gemm(&ge, rows, C, in_mult * Im, (3 + rec) * local);
             gemm(&ge, rows, Im, C, (3 + rec) * local);
             double R_all = imb * rows * local;
-            mem_bytes += cast * R_all * (2 * C + Im) * 2;
+            round_bytes += cast * R_all * (2 * C + Im) * 2;
             act_bytes += elem * R_all * Im * (act_fwd * (1 + rec) + act_bwd);
             act_bytes += elem * (Nm * E * (6 + 3 * rec) + Nm * k * C * (7 + 3 * rec) + 2 * Nm * C);
             if (c->num_shared_experts > 0) {
@@ -288,16 +289,17 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
             double I = c->intermediate_size;
             gemm(&g, N, C, in_mult * I / tp, 3 + rec);
             gemm(&g, N, I / tp, C, 3 + rec);
-            mem_bytes += cast * N * (2 * C + I) * 2;
+            round_bytes += cast * N * (2 * C + I) * 2;
             act_bytes += elem * N * I / tp * (act_fwd * (1 + rec) + act_bwd);
         }
     }
     // LM head (fused with the loss: logits chunks written, soft-maxed, turned into their
     // gradient) on the last stage; with a pipeline the stages are balanced, so it counts once.
     gemm(&g, N, C, V / tp, 3);
-    mem_bytes += elem * N * V / tp * 4 + cast * N * C * 3;
+    mem_bytes += elem * N * V / tp * 4;
+    round_bytes += cast * N * C * 3;
     // Mixed precision: every weight rounded once per step into the kernels' copy.
-    mem_bytes += l->dtype == PLAN_FP32 ? 0 : (double)numel * (4 + (l->dtype == PLAN_FP16 ? 4 : 2)) / micro;
+    round_bytes += l->dtype == PLAN_FP32 ? 0 : (double)numel * (4 + (l->dtype == PLAN_FP16 ? 4 : 2)) / micro;
     ge.gemm_s *= imb, ge.flops *= imb;
     r->gemm_dense_s = g.gemm_s + g32.gemm_s - 0;  // head separated below
     r->gemm_expert_s = ge.gemm_s;
@@ -309,7 +311,8 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     }
     r->attention_s = attn_s;
     r->memory_bound_s =
-        mem_bytes / cl->mem_bw + act_bytes / (cl->act_bw > 0 ? cl->act_bw : cl->mem_bw);
+        mem_bytes / cl->mem_bw + act_bytes / (cl->act_bw > 0 ? cl->act_bw : cl->mem_bw) +
+        round_bytes / (cl->round_bw > 0 ? cl->round_bw : cl->mem_bw);
     // Chunked exchange: chunk j's experts compute while chunk j+1 travels.
     double hidden = 0;
     if (l->a2a_chunks > 1) hidden = fmin(a2a_s, r->gemm_expert_s) * (1 - 1.0 / l->a2a_chunks);

@@ -144,6 +144,27 @@ ms=$(mb "$D/act_bw_0.25.json" memory_bound_s); mf=$(mb "$D/act_bw_4.json" memory
 if awk -v a="$m0" -v b="$m1" -v c="$ms" -v d="$mf" 'BEGIN { exit !(a > 0 && b / a > 1 - 1e-5 && b / a < 1 + 1e-5 && c > a && d < a) }' &&
    [ "$(mb "$HERE/box.json" optimizer_s)" = "$(mb "$D/act_bw_0.25.json" optimizer_s)" ]
 then ok; else bad "activation bandwidth: memory-bound $m0 s without, $m1 / $ms / $mf s at 1 / 0.25 / 4 x the memory's"; fi
+# Mixed precision's rounding takes rounding_bandwidth where the file gives one (the
+# conversion runs under the triad: Zen 5, one thread 37 GB/s against 54): at half the
+# memory bandwidth bf16's memory-bound term grows by exactly its rounding passes at the
+# memory's rate, fp32's (which rounds nothing) stays; node_rounding_bandwidth caps a
+# rank that has the node's cores to itself.
+python3 - "$HERE/box.json" "$D" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["rounding_bandwidth"] = c["memory_bandwidth"] / 2
+json.dump(c, open(f"{sys.argv[2]}/round_bw.json", "w"))
+c["rounding_bandwidth"] = c["memory_bandwidth"]
+json.dump(c, open(f"{sys.argv[2]}/round_same.json", "w"))
+c["node_rounding_bandwidth"] = c["memory_bandwidth"] / 2
+json.dump(c, open(f"{sys.argv[2]}/round_node.json", "w"))
+PY
+rb() { "$BIN" plan --cluster "$1" --json --config "$CFG/m2.json" --ranks "$2" --ranks-per-node "$2" --batch-size 2 --seq-len 128 --dtype "$3" | field memory_bound_s; }
+b0=$(rb "$HERE/box.json" 2 bf16); b1=$(rb "$D/round_same.json" 2 bf16); bh=$(rb "$D/round_bw.json" 2 bf16)
+f0=$(rb "$HERE/box.json" 2 fp32); fh=$(rb "$D/round_bw.json" 2 fp32)
+n1=$(rb "$D/round_same.json" 1 bf16); nc=$(rb "$D/round_node.json" 1 bf16)
+if awk -v a="$b0" -v b="$b1" -v h="$bh" -v f="$f0" -v g="$fh" -v n="$n1" -v m="$nc" 'BEGIN {
+     exit !(a > 0 && b / a > 1 - 1e-5 && b / a < 1 + 1e-5 && h > a && f == g && m > n) }'
+then ok; else bad "rounding bandwidth: bf16 memory-bound $b0 s, $b1 s at the memory's rate, $bh s at half; fp32 $f0 -> $fh s; one rank $n1 -> $nc s node-capped"; fi
 # The optimizer takes optimizer_bandwidth where the file gives one: half the memory
 # bandwidth doubles its time (P = 1, one rank per node); node_optimizer_bandwidth caps
 # what two ranks of a node get (each half the node's); the memory-bound term stays.
