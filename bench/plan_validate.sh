@@ -8,7 +8,15 @@
 # the cores; the planner gives each rank its share of the node).
 # Measured step: the median over REPS runs (default 3), alternated: every row and rank
 # count once, then again, so a drift of the shared machine spreads over all rows; a
-# run's step is the median of its steps after 2 warm-up steps. Each round of runs is
+# run's step is the median of its steps after WARMUP warm-up steps (default 6: the
+# planner predicts a run's steady step, and the first steps are not one: they touch
+# fresh memory, 11 us a 4 KiB page on the Zen 5 VM, as the bf16 operand buffers and
+# dropless EP's heap grow to the rows the gate sends (M2 bf16, one rank: 49.7k page
+# faults in step 1, 7.1k in step 2, 2.9k in 3, 0.7k in 4, then ~6 a step; its steps
+# 0.80, 0.27, 0.21, 0.17, then 0.16 s), and the gate's skew moves (M2 at P = 2: steps
+# 3-6 took 0.46 s, 7-12 0.41, 13-24 0.38, fp32; bf16 0.34, 0.27, 0.27; steps 3-6 against
+# 7-14: M1 P = 2 0.264 and 0.219 s, M2 switch P = 2 0.354 and 0.302, M2 fine P = 4 0.690
+# and 0.639, M2 cf 1 P = 2 0.263 and 0.270). Each round of runs is
 # predicted from a calibration made just before it (the calibrated fp32 peak of one
 # machine moved 177 -> 239 GFLOP/s between runs of this script an hour apart): the
 # predicted step is the median of the rounds' predictions. Peak RSS: rank 0's
@@ -19,10 +27,11 @@
 # P = 1; under MPI a rank's shared-memory segments grow with the ranks on the node:
 # 23.5 MiB at P = 2, 25.4 at P = 4 on Intel 6/167) — those rows are marked "base" and
 # carry no memory error.
-# Usage: bench/plan_validate.sh [build-dir] [steps]   env: RANKS="1 2 4" REPS=3 ROWS="..."
+# Usage: bench/plan_validate.sh [build-dir] [steps]   env: RANKS="1 2 4" REPS=3 WARMUP=6 ROWS="..."
 set -euo pipefail
 BUILD=${1:-build}
-STEPS=${2:-6}
+STEPS=${2:-12}
+WARMUP=${WARMUP:-6}
 BIN=$(cd "$BUILD" && pwd)/bagualu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RANKS=${RANKS:-1 2 4}
@@ -53,11 +62,11 @@ calibrate() {
   "$BIN" plan --calibrate --threads 1 --config "$D/m1.json" --batch-size 2 --seq-len 128 --out "$1" 2>"$D/cal.err" || { cat "$D/cal.err"; exit 1; }
   echo "calibration $2: $(tail -1 "$D/cal.err" | sed 's/^plan: //') in $(( $(date +%s) - t0 )) s"
 }
-median() { grep -o "\"${2:-step_s}\":[0-9.e+-]*" "$1" | cut -d: -f2 | tail -n +3 | sort -g |
+median() { grep -o "\"${2:-step_s}\":[0-9.e+-]*" "$1" | cut -d: -f2 | tail -n +$((WARMUP + 1)) | sort -g |
            awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 # The experts' load variation the run had: the mean over layers of load_cv, the median
-# over the steps after 2 warm-up steps (0 for a dense model).
-load_cv() { { grep -o '"load_cv":\[[0-9.,]*\]' "$1" || true; } | tail -n +3 | sed 's/.*\[//; s/\]//' |
+# over the steps after the warm-up steps (0 for a dense model).
+load_cv() { { grep -o '"load_cv":\[[0-9.,]*\]' "$1" || true; } | tail -n +$((WARMUP + 1)) | sed 's/.*\[//; s/\]//' |
             awk -F, '{s = 0; for (i = 1; i <= NF; i++) s += $i; print s / NF}' | sort -g |
             awk '{a[NR]=$1} END {print NR ? ((NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2) : 0}'; }
 : >"$D/rows"
