@@ -6,9 +6,10 @@
 // fp32 and fp16 (whose rounded operands run through the fp32 GEMM) are judged against
 // the AVX-512 FMA peak and the f32 GEMM; bf16 against both the bf16 dot-product peak and
 // the FMA peak, and the GEMM of its path (kernels/bf16_path.c: the bf16 GEMM, or the f32
-// one on the fp32 path). --gemm-alone 1 records one more step's GEMMs and runs them
-// alone, the same shapes in the same order: step time / that time is the step's
-// overhead over its GEMMs.
+// one on the fp32 path). --gemm-alone 1 records a warm-up step's GEMMs and, after each
+// timed step, runs them alone (the same shapes in the same order), then flash
+// attention's tile products alone: step time over those (medians) is the step's overhead
+// beyond its GEMMs.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,29 +37,39 @@ static double gemm_rate(int bf16) { return peak_gemm_gflops(2048, 5, bf16 ? BG_B
 
 enum { TRACE_CAP = 1 << 16 };
 
+static long page_faults(void) {
+    struct rusage r;
+    getrusage(RUSAGE_SELF, &r);
+    return r.ru_minflt + r.ru_majflt;
+}
+
 // The step's attention tile products alone (flash attention's GEMMs: scores, P·V and
-// their gradients), every layer's forward and backward, on zeros; the fastest of 3.
-static double attention_products_alone(const model *m, double *cpu_s) {
+// their gradients), every layer's forward and backward, on zeros (qkv, dout and ws,
+// allocated by attention_buffers). Seconds; *cpu_s the process's CPU seconds.
+typedef struct {
+    float *qkv, *dout, *ws;
+} attention_buffers;
+
+static attention_buffers attention_buffers_alloc(const model *m) {
     const model_config *c = &m->cfg;
     const int B = m->acts.B, T = m->acts.T, C = c->hidden_size, NH = c->num_attention_heads;
-    const int NKV = model_kv_heads(c), W = model_qkv_width(c);
-    const size_t ws_n = flash_attention_scratch_size(B, T, C, NH, NKV);
-    float *qkv = bg_calloc((size_t)B * T * W, sizeof(float)), *dout = bg_calloc((size_t)B * T * C, sizeof(float));
-    float *ws = bg_calloc(ws_n, sizeof(float));
-    double best = 1e30, best_cpu = 1e30;
+    const size_t ws_n = flash_attention_scratch_size(B, T, C, NH, model_kv_heads(c));
+    return (attention_buffers){bg_calloc((size_t)B * T * model_qkv_width(c), sizeof(float)),
+                               bg_calloc((size_t)B * T * C, sizeof(float)), bg_calloc(ws_n, sizeof(float))};
+}
+
+static double attention_products_alone(const model *m, const attention_buffers *z, double *cpu_s) {
+    const model_config *c = &m->cfg;
+    const int B = m->acts.B, T = m->acts.T, C = c->hidden_size, NH = c->num_attention_heads;
+    const double t0 = bg_now(), c0 = bg_process_cpu_now();
     float sink = 0.0f;
-    for (int r = 0; r < 3; r++) {
-        const double t0 = bg_now(), c0 = bg_process_cpu_now();
-        for (int pass = 0; pass < 2; pass++)
-            for (int l = 0; l < c->num_hidden_layers; l++)
-                sink += flash_attention_products_alone(m->kernels, ws, qkv, dout, B, T, C, NH, NKV, pass);
-        best = fmin(best, bg_now() - t0);
-        best_cpu = fmin(best_cpu, bg_process_cpu_now() - c0);
-    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int l = 0; l < c->num_hidden_layers; l++)
+            sink += flash_attention_products_alone(m->kernels, z->ws, z->qkv, z->dout, B, T, C, NH,
+                                                   model_kv_heads(c), pass);
     BG_ASSERT(sink == 0.0f);  // zeros in, zeros out: anything else is a broken product
-    free(qkv), free(dout), free(ws);
-    *cpu_s = best_cpu;
-    return best;
+    *cpu_s = bg_process_cpu_now() - c0;
+    return bg_now() - t0;
 }
 
 int main(int argc, char **argv) {
@@ -122,63 +133,57 @@ int main(int argc, char **argv) {
     }
     double *times = malloc(sizeof(double) * steps), fwd = 0, bwd = 0, opt_t = 0;
     double *cpu = malloc(sizeof(double) * steps);
-    long faults0 = 0;
+    // --gemm-alone: the last warm-up step's GEMM calls are recorded, and after each timed
+    // step they are replayed alone, then the attention products: medians against the
+    // steps' medians, sampled over the same minutes (a shared host's slow spells reach
+    // both alike).
+    double *alone_t = calloc(steps, sizeof(double)), *alone_c = calloc(steps, sizeof(double));
+    double *att_t = calloc(steps, sizeof(double)), *att_c = calloc(steps, sizeof(double));
+    matmul_call *calls = gemm_alone ? malloc(sizeof *calls * TRACE_CAP) : NULL;
+    attention_buffers att_z = {0};
+    const int with_att = gemm_alone && m.acts.flash;
+    if (with_att) att_z = attention_buffers_alloc(&m);
+    if (gemm_alone && warmup < 1) warmup = 1;
+    int traced = 0;
+    long faults = 0;  // over the timed steps alone (a replay allocates its operands)
     for (int s = -warmup; s < steps; s++) {
-        if (s == 0) {
-            matmul_profile(m.kernels, gemm_profile);
-            struct rusage r0;
-            getrusage(RUSAGE_SELF, &r0);
-            faults0 = r0.ru_minflt + r0.ru_majflt;
-        }
+        if (s == 0) matmul_profile(m.kernels, gemm_profile);
+        if (gemm_alone && s == -1) matmul_trace(m.kernels, calls, TRACE_CAP);
+        const long f0 = page_faults();
         double c0 = bg_process_cpu_now(), t0 = bg_now();
         model_forward(&m, inputs, targets);
         double t1 = bg_now();
         model_zero_grad(&m);
         model_backward(&m);
         double t2 = bg_now();
+        if (gemm_alone && s == -1) {
+            traced = matmul_trace_count(m.kernels);
+            matmul_trace(m.kernels, NULL, 0);
+        }
         double norm = grad_global_norm(m.grads, m.table.numel);
         adamw_update(&opt, m.params, m.grads, &m.table, &hp, 1e-4f, norm > 1 ? (float)(1 / norm) : 1.0f);
         double t3 = bg_now();
         if (s >= 0) {
+            faults += page_faults() - f0;
             times[s] = t3 - t0;
             cpu[s] = bg_process_cpu_now() - c0;
             fwd += t1 - t0, bwd += t2 - t1, opt_t += t3 - t2;
+            if (gemm_alone) alone_t[s] = matmul_replay(m.kernels, calls, traced, &alone_c[s]);
+            if (with_att) att_t[s] = attention_products_alone(&m, &att_z, &att_c[s]);
         }
     }
-    // The timed steps' GEMM table now: the replay below resets the counters.
     if (gemm_profile) {
         printf("GEMMs of the %d timed steps:\n", steps);
         matmul_profile_print(m.kernels, stdout);
     }
-    struct rusage r1;
-    getrusage(RUSAGE_SELF, &r1);
-    const double faults = (double)(r1.ru_minflt + r1.ru_majflt - faults0) / steps;
     // The limits again, after the steps, keeping the higher readings: a burst of another
     // tenant's load during one measurement (seen: an FMA peak read at 185 instead of
     // ~225 GFLOP/s) would otherwise inflate the percentages below. The GEMM rate is left
     // alone while profiling, whose counters would take its calls in.
-    // One step's GEMMs alone: recorded in a step after the timed ones, replayed 3 times
-    // (the fastest kept).
-    double alone = 0, alone_cpu = 0, att_alone = 0, att_alone_cpu = 0;
-    int traced = 0;
-    if (gemm_alone) {
-        matmul_call *calls = malloc(sizeof *calls * TRACE_CAP);
-        matmul_trace(m.kernels, calls, TRACE_CAP);
-        model_forward(&m, inputs, targets);
-        model_zero_grad(&m);
-        model_backward(&m);
-        traced = matmul_trace_count(m.kernels);
-        matmul_trace(m.kernels, NULL, 0);
-        matmul_profile(m.kernels, 0);
-        alone = alone_cpu = 1e30;
-        for (int r = 0; r < 3; r++) {
-            double c = 0;
-            alone = fmin(alone, matmul_replay(m.kernels, calls, traced, &c));
-            alone_cpu = fmin(alone_cpu, c);
-        }
-        free(calls);
-        if (m.acts.flash) att_alone = attention_products_alone(&m, &att_alone_cpu);
-    }
+    free(calls);
+    free(att_z.qkv), free(att_z.dout), free(att_z.ws);
+    const double alone = bg_median(alone_t, steps), alone_cpu = bg_median(alone_c, steps);
+    const double att_alone = bg_median(att_t, steps), att_alone_cpu = bg_median(att_c, steps);
     peak = fmax(peak, instruction_peak(bf16, threads));
     if (bf16) fma = fmax(fma, instruction_peak(0, threads));
     else fma = peak;
@@ -203,7 +208,7 @@ int main(int argc, char **argv) {
            med * 1e3, times[0] * 1e3, times[steps - 1] * 1e3, steps, fwd / steps * 1e3,
            bwd / steps * 1e3, opt_t / steps * 1e3);
     printf("cpu time: median %.1f ms per step (all threads; min %.1f) | page faults per step %.0f\n",
-           cpu[steps / 2] * 1e3, cpu[0] * 1e3, faults);
+           cpu[steps / 2] * 1e3, cpu[0] * 1e3, (double)faults / steps);
     // Work per CPU second against one core's peak: the step's efficiency whatever the load.
     printf("by cpu time: %.1f GFLOP/s per core | %.1f%% of the one-thread %s peak by CPU time (%.1f GFLOP/s)\n",
            flops / cpu[steps / 2] / 1e9, 100 * flops / cpu[steps / 2] / 1e9 / fma_cpu, peak_fma_name(), fma_cpu);
@@ -226,6 +231,7 @@ int main(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &ru);  // ru_maxrss: KiB on Linux
     printf("peak memory (RSS of the process): %.0f MiB\n", ru.ru_maxrss / 1024.0);
     free(times), free(cpu), free(inputs), free(targets);
+    free(alone_t), free(alone_c), free(att_t), free(att_c);
     adamw_free(&opt);
     model_free(&m);
     return 0;

@@ -187,7 +187,7 @@ int matmul_trace_count(const kernel_ctx *kc);
 // Runs the n calls on scratch operands, each run of concurrent calls as one parallel
 // loop (one call per thread), the others threaded as usual; returns the seconds taken
 // and, in *cpu_s, the process's CPU seconds over the same span (the operands' set-up
-// excluded from both).
+// excluded from both). Not counted by matmul_profile.
 double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n, double *cpu_s);
 
 // ---- mixed-precision operands -------------------------------------------------
