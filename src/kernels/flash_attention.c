@@ -584,20 +584,22 @@ static void fa_zero_tiles(float *f, size_t nf, bf16x2 *p, size_t np) {
     for (size_t i = 0; i < np; i++) p[i] = 0;
 }
 
-// fa_forward_block's products: S and P·V per key block.
-static float fa_products_forward(const fa_ops *o, int b, int h, int qb) {
+// A query block's products per key block: fa_forward_block's S and P·V (backward 0),
+// or fa_backward_q_block's S, dP and dQ.
+static float fa_products_q_block(const fa_ops *o, int b, int h, int qb, int backward) {
     const int hs = o->hs, q0 = qb * FA_B, kend = q0 + imin(FA_B, o->T - q0), hp = o->bf16 ? hs / 2 : 1;
-    float Qt[hs * FA_B], Ot[hs * FA_B], St[FA_B * FA_B];
+    float Qt[hs * FA_B], Zt[hs * FA_B], St[FA_B * FA_B], dSt[FA_B * FA_B];
     bf16x2 Q2[hp * FA_B], W2[fa_w2_words(o)];
     fa_zero_tiles(Qt, (size_t)hs * FA_B, Q2, (size_t)hp * FA_B);
-    fa_zero_tiles(Ot, (size_t)hs * FA_B, W2, (size_t)fa_w2_words(o));
+    fa_zero_tiles(Zt, (size_t)hs * FA_B, W2, (size_t)fa_w2_words(o));
     const fa_tile q = {Qt, Q2};
     for (int k0 = 0; k0 < kend; k0 += FA_B) {
         const int nk = imin(FA_B, kend - k0);
         fa_xyt(o, St, FA_K, b, h / o->G, k0, nk, q);
-        fa_xtw(o, Ot, FA_V, b, h / o->G, k0, nk, St, W2);
+        if (backward) fa_xyt(o, dSt, FA_V, b, h / o->G, k0, nk, q);
+        fa_xtw(o, Zt, backward ? FA_K : FA_V, b, h / o->G, k0, nk, backward ? dSt : St, W2);
     }
-    return Ot[0];
+    return Zt[0];
 }
 
 // fa_backward_kv_block's products: S, dP, dV, dK and, per head, dQ per block pair.
@@ -623,23 +625,6 @@ static float fa_products_kv_block(const fa_ops *o, int b, int kh, int kb, int wi
     return dKt[0] + dVt[0] + dQt[0];
 }
 
-// fa_backward_q_block's products: S, dP and dQ per key block.
-static float fa_products_q_block(const fa_ops *o, int b, int h, int qb) {
-    const int hs = o->hs, q0 = qb * FA_B, kend = q0 + imin(FA_B, o->T - q0), hp = o->bf16 ? hs / 2 : 1;
-    float Qt[hs * FA_B], dQt[hs * FA_B], St[FA_B * FA_B], dSt[FA_B * FA_B];
-    bf16x2 Q2[hp * FA_B], W2[fa_w2_words(o)];
-    fa_zero_tiles(Qt, (size_t)hs * FA_B, Q2, (size_t)hp * FA_B);
-    fa_zero_tiles(dQt, (size_t)hs * FA_B, W2, (size_t)fa_w2_words(o));
-    const fa_tile q = {Qt, Q2};
-    for (int k0 = 0; k0 < kend; k0 += FA_B) {
-        const int nk = imin(FA_B, kend - k0);
-        fa_xyt(o, St, FA_K, b, h / o->G, k0, nk, q);
-        fa_xyt(o, dSt, FA_V, b, h / o->G, k0, nk, q);
-        fa_xtw(o, dQt, FA_K, b, h / o->G, k0, nk, dSt, W2);
-    }
-    return dQt[0];
-}
-
 float flash_attention_products_alone(const kernel_ctx *kc, float *scratch, const float *qkv,
                                      const float *dout, int B, int T, int C, int NH, int NKV,
                                      int backward) {
@@ -655,8 +640,8 @@ float flash_attention_products_alone(const kernel_ctx *kc, float *scratch, const
         if (!backward) {
             #pragma omp for schedule(dynamic, 1)
             for (long task = 0; task < BH * nb; task++)
-                sink += fa_products_forward(&o, (int)(task % BH / NH), (int)(task % BH % NH),
-                                            nb - 1 - (int)(task / BH));
+                sink += fa_products_q_block(&o, (int)(task % BH / NH), (int)(task % BH % NH),
+                                            nb - 1 - (int)(task / BH), 0);
         } else if (per_head) {
             #pragma omp for schedule(dynamic, 1)
             for (long bk = 0; bk < BK; bk++)
@@ -670,7 +655,7 @@ float flash_attention_products_alone(const kernel_ctx *kc, float *scratch, const
             #pragma omp for schedule(dynamic, 1)
             for (long task = 0; task < BH * nb; task++)
                 sink += fa_products_q_block(&o, (int)(task % BH / NH), (int)(task % BH % NH),
-                                            nb - 1 - (int)(task / BH));
+                                            nb - 1 - (int)(task / BH), 1);
         }
     }
     return sink;
