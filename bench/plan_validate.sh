@@ -104,24 +104,26 @@ for line in open(sys.argv[1]):
     r = runs.setdefault((name, int(P)), [[], [], [], [], [], args, []])
     r[0].append(float(meas)), r[1].append(float(rss)), r[2].append(json.load(open(pred)))
     r[3].append(cal), r[4].append(float(cv)), r[6].append(float(ar))
-# A round's prediction told the routing its run had (--load-cv).
+MiB = 1024 * 1024
+def expected(p): return p["memory"].get("expected_total", p["memory"]["total"])
+# A round's prediction told the routing its run had (--load-cv): its step, and its
+# expected memory (dropless EP's heap grows with the gate's skew).
 def given_cv(P, cv, cal, args):
     if cv <= 0: return None
     out = subprocess.run([sys.argv[2], "plan", *args, "--cluster", cal, "--ranks", str(P),
                           "--load-cv", f"{cv:.4f}", "--json"], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)["step_s"]
+    return json.loads(out.stdout)
 def median_pred(ps):  # the round whose predicted step is the median (its terms shown)
     return sorted(ps, key=lambda p: p["step_s"])[(len(ps) - 1) // 2] if len(ps) % 2 else \
         dict(sorted(ps, key=lambda p: p["step_s"])[len(ps) // 2 - 1], step_s=med([p["step_s"] for p in ps]))
 rows = []
 for (name, P), (m, r, ps, cals, c, a, ars) in runs.items():
     gc = [given_cv(P, cv, cal, a) for cv, cal in zip(c, cals)]
-    rows.append((name, P, med(m), med(r), median_pred(ps), med(c), med(gc) if gc[0] is not None else None,
+    gcv = None if gc[0] is None else (med([g["step_s"] for g in gc]), med([expected(g) for g in gc]))
+    rows.append((name, P, med(m), med(r), median_pred(ps), med(c), gcv,
                  med(ars), med([p["time"]["grad_s"] for p in ps])))
 n_runs = min(len(v[0]) for v in runs.values())
 print(f"measured: the median of {n_runs} alternated runs per row; predicted: the median of their rounds' predictions")
-MiB = 1024 * 1024
-def expected(p): return p["memory"].get("expected_total", p["memory"]["total"])
 base = {}
 for name, P, meas, rss, p, *_ in rows:
     if name == "tiny_moe": base[P] = rss - expected(p) / MiB
@@ -130,9 +132,11 @@ print("pred s: routing as independent uniform (the planner's default; SWIPE bala
       " cv: the runs' load_cv, and pred|cv s the prediction given it (--load-cv)")
 print("grad ms: the gradient reduction, predicted (grad_s) / measured (train's allreduce_s, the median"
       " over steps and runs; it includes waiting for the slowest rank)")
-print(f"{'config':10s} {'P':>2s} {'EP':>3s} {'pred s':>8s} {'meas s':>8s} {'err %':>7s} {'cv':>5s} {'pred|cv s':>9s} {'err %':>7s} {'pred MiB':>9s} {'RSS MiB':>8s} {'err %':>7s} {'grad ms':>11s}  largest predicted terms")
-et, em, ec, eg = [], [], [], []
-for name, P, meas, rss, p, cv, pcv, ar, pg in rows:
+print("err|cv %: the peak RSS predicted given the runs' load_cv (dropless EP's heap at that imbalance)")
+print(f"{'config':10s} {'P':>2s} {'EP':>3s} {'pred s':>8s} {'meas s':>8s} {'err %':>7s} {'cv':>5s} {'pred|cv s':>9s} {'err %':>7s} {'pred MiB':>9s} {'RSS MiB':>8s} {'err %':>7s} {'err|cv %':>8s} {'grad ms':>11s}  largest predicted terms")
+et, em, ec, eg, emc = [], [], [], [], []
+for name, P, meas, rss, p, cv, gcv, ar, pg in rows:
+    pcv, mcv = gcv if gcv else (None, expected(p))
     b = base.get(P, base.get(2, 0) if P > 1 else 0)
     pm = expected(p) / MiB + b
     e1 = 100 * (p["step_s"] - meas) / meas
@@ -141,16 +145,21 @@ for name, P, meas, rss, p, cv, pcv, ar, pg in rows:
     pc = pcv if pcv is not None else p["step_s"]
     e3 = 100 * (pc - meas) / meas
     ec.append(abs(e3))
+    e4 = 100 * (mcv / MiB + b - rss) / rss
     mark = "base" if name == "tiny_moe" else f"{e2:+7.1f}"
-    if mark != "base": em.append(abs(e2))
+    markc = "base" if name == "tiny_moe" else f"{e4:+8.1f}"
+    if mark != "base": em.append(e2), emc.append(e4)
     t = p["time"]
     terms = sorted([(v, k[:-2]) for k, v in t.items() if k not in ("compute_s", "grad_sum_s") and v > 0], reverse=True)[:3]
     if ar > 0 and pg > 0: eg.append(abs(100 * (pg - ar) / ar))
     grad = f"{1e3 * pg:5.1f}/{1e3 * ar:<5.1f}" if P > 1 else "-"
-    print(f"{name:10s} {P:2d} {p['layout']['expert_parallel']:3d} {p['step_s']:8.3f} {meas:8.3f} {e1:+7.1f} {cv:5.2f} {pc:9.3f} {e3:+7.1f} {pm:9.1f} {rss:8.1f} {mark:>7s} {grad:>11s}  "
+    print(f"{name:10s} {P:2d} {p['layout']['expert_parallel']:3d} {p['step_s']:8.3f} {meas:8.3f} {e1:+7.1f} {cv:5.2f} {pc:9.3f} {e3:+7.1f} {pm:9.1f} {rss:8.1f} {mark:>7s} {markc:>8s} {grad:>11s}  "
           + ", ".join(f"{k} {v:.3f}" for v, k in terms))
 print(f"step time |error|: mean {sum(et)/len(et):.1f}%, max {max(et):.1f}% over {len(et)} rows;"
       f" given the runs' load_cv: mean {sum(ec)/len(ec):.1f}%, max {max(ec):.1f}%")
-if em: print(f"peak RSS |error|: mean {sum(em)/len(em):.1f}%, max {max(em):.1f}% over {len(em)} rows")
+def rss_line(e):
+    return (f"mean {sum(map(abs, e))/len(e):.1f}%, max {max(map(abs, e)):.1f}%, most under {min(e):+.1f}%"
+            f" over {len(e)} rows")
+if em: print(f"peak RSS |error|: {rss_line(em)}; given the runs' load_cv: {rss_line(emc)}")
 if eg: print(f"gradient reduction |error|: mean {sum(eg)/len(eg):.1f}%, max {max(eg):.1f}% over {len(eg)} rows")
 PY
