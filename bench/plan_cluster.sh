@@ -10,6 +10,7 @@
 # gradient reduction and the step's small all-reduces) and the predicted grad_s +
 # collectives_s ("ar").
 # Usage: bench/plan_cluster.sh [build-dir] [steps]
+# Each row prints the run-to-run spread (±%: half the range over the ROUNDS rounds).
 #   env: NODES="2 4" RPN="1 2" RATE=1gbit CONFIG=tiny_moe SEQ=64 BATCH=4 ROUNDS=1 A2AS="flat hierarchical 2d"
 #        CALS=DIR (keep each calibration as DIR/cNxR.json)
 set -euo pipefail
@@ -33,6 +34,9 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR % 2) ? a[(NR+1)/2] :
 field() { grep -o "\"$2\":[0-9.e+-]*" "$1" | cut -d: -f2 | tail -n +3 | median; }
 # The median over the rounds of column C of the runs of ($n, $r, $a).
 meas_col() { awk -v n="$n" -v r="$r" -v a="$a" -v c="$1" '$1==n && $2==r && $3==a {print $c}' "$D/meas" | median; }
+# Half the range over the rounds of column C, in % of its median: the run-to-run spread.
+spread_col() { awk -v n="$n" -v r="$r" -v a="$a" -v c="$1" -v m="$2" '$1==n && $2==r && $3==a {
+  v=$c+0; if (!k++ || v<lo) lo=v; if (k==1 || v>hi) hi=v } END {printf "%.1f", (k && m>0) ? 50*(hi-lo)/m : 0}' "$D/meas"; }
 : >"$D/rows"
 base=(--config "$cfg" --batch-size "$BATCH" --seq-len "$SEQ")
 for n in $NODES; do
@@ -57,24 +61,27 @@ for n in $NODES; do
     for a in $A2AS; do
       m=$(meas_col 5) x=$(meas_col 6) y=$(meas_col 7)  # step_s, a2a_s, allreduce_s
       [ -n "$m" ] || continue
+      sm=$(spread_col 5 "$m") sx=$(spread_col 6 "$x")
       pred=$("$BIN" plan "${base[@]}" --a2a "$a" --cluster "$D/c$n.json" --ranks "$P" --ranks-per-node "$r" --json)
-      echo "$n $r $a $m $x $y $pred" >>"$D/rows"
+      echo "$n $r $a $m $x $y $sm $sx $pred" >>"$D/rows"
     done
   done
   "$CLUSTER" down --name "$NAME" >/dev/null
 done
 python3 - "$D/rows" <<'PY'
 import json, sys
-rows = [l.split(" ", 6) for l in open(sys.argv[1])]
-print(f"{'nodes':>5s} {'rpn':>3s} {'a2a':12s} {'pred s':>8s} {'meas s':>8s} {'err %':>7s} {'pred a2a':>9s} {'meas a2a':>9s} {'err %':>7s} {'pred ar':>8s} {'meas ar':>8s}")
-et, ea = [], []
-for n, r, a, m, x, y, p in rows:
+rows = [l.split(" ", 8) for l in open(sys.argv[1])]
+print(f"{'nodes':>5s} {'rpn':>3s} {'a2a':12s} {'pred s':>8s} {'meas s':>8s} {'±%':>5s} {'err %':>7s} {'pred a2a':>9s} {'meas a2a':>9s} {'±%':>5s} {'err %':>7s} {'pred ar':>8s} {'meas ar':>8s}")
+et, ea, inside = [], [], 0
+for n, r, a, m, x, y, sm, sx, p in rows:
     p = json.loads(p); m = float(m); x = float(x); y = float(y)
     ar = p["time"]["grad_s"] + p["time"].get("collectives_s", 0)
     e1 = 100 * (p["step_s"] - m) / m
     pa = p["time"]["a2a_s"]
     e2 = 100 * (pa - x) / x if x > 0 else float("nan")
     et.append(abs(e1)); ea.append(abs(e2))
-    print(f"{n:>5s} {r:>3s} {a:12s} {p['step_s']:8.3f} {m:8.3f} {e1:+7.1f} {pa:9.4f} {x:9.4f} {e2:+7.1f} {ar:8.4f} {y:8.4f}")
+    inside += abs(e1) <= max(10.0, float(sm))
+    print(f"{n:>5s} {r:>3s} {a:12s} {p['step_s']:8.3f} {m:8.3f} {float(sm):5.1f} {e1:+7.1f} {pa:9.4f} {x:9.4f} {float(sx):5.1f} {e2:+7.1f} {ar:8.4f} {y:8.4f}")
 if et: print(f"step time |error|: mean {sum(et)/len(et):.1f}%, max {max(et):.1f}%; all-to-all |error|: mean {sum(ea)/len(ea):.1f}%, max {max(ea):.1f}% over {len(et)} rows")
+if et: print(f"±%: half the range of the rounds' measurements over their median; step within ±10% or within that spread: {inside} of {len(et)} rows")
 PY
