@@ -184,11 +184,19 @@ typedef struct {
 // many were made (capped at cap).
 void matmul_trace(kernel_ctx *kc, matmul_call *calls, int cap);
 int matmul_trace_count(const kernel_ctx *kc);
-// Runs the n calls on scratch operands, each run of concurrent calls as one parallel
-// loop (one call per thread), the others threaded as usual; returns the seconds taken
-// and, in *cpu_s, the process's CPU seconds over the same span (the operands' set-up
-// excluded from both). Not counted by matmul_profile.
-double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n, double *cpu_s);
+// The operands a replay of n calls reads and writes (inputs of small values, outputs
+// per thread), allocated once so that repeated replays allocate nothing.
+typedef struct {
+    float *a, *b, *out;
+    size_t out_floats;  // one thread's share of out
+} matmul_replay_operands;
+matmul_replay_operands matmul_replay_operands_alloc(const matmul_call *calls, int n);
+void matmul_replay_operands_free(matmul_replay_operands *r);
+// Runs the n calls on r's operands, each run of concurrent calls as one parallel loop
+// (one call per thread), the others threaded as usual; returns the seconds taken and,
+// in *cpu_s, the process's CPU seconds over the same span. Not counted by matmul_profile.
+double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n, const matmul_replay_operands *r,
+                     double *cpu_s);
 
 // ---- mixed-precision operands -------------------------------------------------
 // out = bf16(in), rounded to nearest even (NaN stays NaN, overflow is inf).

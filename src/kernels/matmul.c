@@ -409,7 +409,11 @@ static void replay_one(kernel_ctx *kc, const matmul_call *c, const void *a, cons
     gemm_run(kc, c->kind, c->bf16 ? dnnl_bf16 : dnnl_f32, out, a, b, c->M, c->K, c->N);
 }
 
-double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n, double *cpu_s) {
+static int replay_threads(void) {
+    return omp_get_max_threads() < GEMM_MAX_THREADS ? omp_get_max_threads() : GEMM_MAX_THREADS;
+}
+
+matmul_replay_operands matmul_replay_operands_alloc(const matmul_call *calls, int n) {
     size_t in = 1, outn = 1;
     for (int i = 0; i < n; i++) {
         const size_t M = (size_t)calls[i].M, K = (size_t)calls[i].K, N = (size_t)calls[i].N;
@@ -420,12 +424,21 @@ double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n, double *cp
         const size_t o = k == GEMM_FWD ? M * N : k == GEMM_BWD_WEIGHTS || k == GEMM_BWD_WEIGHTS_SET ? N * K : M * K;
         outn = outn > o ? outn : o;
     }
-    const int threads = omp_get_max_threads() < GEMM_MAX_THREADS ? omp_get_max_threads() : GEMM_MAX_THREADS;
-    // Inputs of small values (bf16 reads them as half the bytes), outputs per thread.
-    float *a = bg_aligned_alloc(in * sizeof(float)), *b = bg_aligned_alloc(in * sizeof(float));
-    float *out = bg_aligned_alloc(outn * threads * sizeof(float));
-    for (size_t i = 0; i < in; i++) a[i] = b[i] = 1e-3f * (float)(i % 7);
-    memset(out, 0, outn * threads * sizeof(float));
+    const size_t outs = outn * (size_t)replay_threads();
+    matmul_replay_operands r = {bg_aligned_alloc(in * sizeof(float)), bg_aligned_alloc(in * sizeof(float)),
+                                bg_aligned_alloc(outs * sizeof(float)), outn};
+    for (size_t i = 0; i < in; i++) r.a[i] = r.b[i] = 1e-3f * (float)(i % 7);
+    memset(r.out, 0, outs * sizeof(float));
+    return r;
+}
+
+void matmul_replay_operands_free(matmul_replay_operands *r) {
+    free(r->a), free(r->b), free(r->out);
+    *r = (matmul_replay_operands){0};
+}
+
+double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n, const matmul_replay_operands *r,
+                     double *cpu_s) {
     const int profiling = kc->profiling;  // the replay is not the step's work: not counted
     kc->profiling = 0;
     const double t0 = bg_now(), c0 = bg_process_cpu_now();
@@ -434,16 +447,16 @@ double matmul_replay(kernel_ctx *kc, const matmul_call *calls, int n, double *cp
         if (calls[i].concurrent) {  // a run of calls made from a parallel region
             while (j < n && calls[j].concurrent) j++;
             #pragma omp parallel for schedule(dynamic, 1)
-            for (int q = i; q < j; q++) replay_one(kc, &calls[q], a, b, out + outn * omp_get_thread_num());
+            for (int q = i; q < j; q++)
+                replay_one(kc, &calls[q], r->a, r->b, r->out + r->out_floats * omp_get_thread_num());
         } else {
-            replay_one(kc, &calls[i], a, b, out);
+            replay_one(kc, &calls[i], r->a, r->b, r->out);
         }
         i = j;
     }
     const double dt = bg_now() - t0;
     *cpu_s = bg_process_cpu_now() - c0;
     kc->profiling = profiling;
-    free(a), free(b), free(out);
     return dt;
 }
 
