@@ -58,7 +58,7 @@ static void print_text(const plan_cluster *cl, const plan_layout *l, const plan_
     printf(", workspaces %.1f, snapshot %.1f, communicators' scratch %.1f, total %.1f", m->workspaces / MIB,
            m->snapshot / MIB, m->comm_scratch / MIB, m->total / MIB);
     if (r->mem_expected != m->total)
-        printf(" (expected peak %.1f: the grown heap at the expected imbalance)", r->mem_expected / MIB);
+        printf(" (expected peak %.1f: the grown heap at the expected imbalance and the pages a run makes resident)", r->mem_expected / MIB);
     printf("\n");
     printf("memory per node: %.2f GiB of %.2f GiB: %s\n", r->mem_node / (MIB * 1024),
            cl->mem_per_node / (MIB * 1024), r->fits ? "fits" : "DOES NOT FIT");
