@@ -93,6 +93,13 @@ static double resident_delta(const memory_report *m, const model_config *c, int 
     return d;
 }
 
+// Ranks per node: the layout's, else the cluster's; a one-node cluster (a calibrated
+// box) runs every rank on its node.
+static int plan_ranks_per_node(const plan_cluster *cl, const plan_layout *l) {
+    const int R = l->ranks_per_node > 0 ? l->ranks_per_node : cl->nodes == 1 ? l->P : cl->ranks_per_node;
+    return R > l->P ? l->P : R;
+}
+
 int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, const plan_layout *l) {
     memset(r, 0, sizeof *r);
     model_config cfg = *c0, *c = &cfg;
@@ -117,10 +124,7 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
         return bg_error("expert-parallel degree %d must divide the %d data-parallel ranks and the %d experts", ep, dp, E);
     if (dp == 1) ep = 1;
     r->ep = ep;
-    // Ranks per node: the layout's, else the cluster's; a one-node cluster (a
-    // calibrated box) runs every rank on its node.
-    int R = l->ranks_per_node > 0 ? l->ranks_per_node : cl->nodes == 1 ? l->P : cl->ranks_per_node;
-    if (R > l->P) R = l->P;
+    const int R = plan_ranks_per_node(cl, l);
     r->ranks_per_node = R;
     if ((l->P + R - 1) / R > cl->nodes)
         return bg_error("%d ranks at %d per node need %d nodes; %s has %d", l->P, R, (l->P + R - 1) / R,
@@ -182,10 +186,13 @@ int plan_search(plan_layout *out, plan_result *res, int max, const model_config 
     if (!cand) return 0;
     const int E = c->num_local_experts, dp = base->P / (base->tp * base->pp);
     const float caps[] = {-1, 1.0f, 1.25f, 2.0f};
+    // On one node the three exchanges send the same messages and are priced alike
+    // (--a2a auto takes flat there): listing all three would only repeat each layout.
+    const int algos = plan_ranks_per_node(cl, base) >= base->P ? 1 : 3;
     for (int ep = 1; ep <= (E > 0 ? dp : 1); ep++) {
         if (E > 0 && (dp % ep || E % ep)) continue;
         for (int B = 1; B <= base->B; B *= 2)
-            for (int a2a = 0; a2a < (ep > 1 ? 3 : 1); a2a++)
+            for (int a2a = 0; a2a < (ep > 1 ? algos : 1); a2a++)
                 for (int zero = 0; zero < (dp > 1 ? 2 : 1); zero++)
                     for (int rec = 0; rec < 2; rec++)
                         for (int ci = 0; ci < (E > 0 ? 4 : 1); ci++) {

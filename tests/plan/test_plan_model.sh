@@ -254,6 +254,18 @@ assert all(x["fits"] for x in s), "a layout that does not fit"
 assert len({json.dumps(x["layout"], sort_keys=True) for x in s}) == len(s), "repeated layouts"
 PY
 then ok; else bad "search output"; fi
+# On one node the exchanges are one layout: the search lists flat alone there, and
+# every algorithm where the ranks span nodes (box.json: 2 ranks per node).
+plan --config "$CFG/m2.json" --ranks 2 --ranks-per-node 2 --batch-size 8 --seq-len 128 --search --top 50 >"$D/s1.json" &&
+  plan --config "$CFG/m2.json" --ranks 4 --batch-size 8 --seq-len 128 --search --top 200 >"$D/s2.json" || bad "search failed"
+if python3 - "$D/s1.json" "$D/s2.json" <<'PY'
+import json, sys
+one = {x["layout"]["a2a"] for x in json.load(open(sys.argv[1])) if x["layout"]["expert_parallel"] > 1}
+two = {x["layout"]["a2a"] for x in json.load(open(sys.argv[2])) if x["layout"]["expert_parallel"] > 1}
+assert one == {"flat"}, one
+assert two == {"flat", "hierarchical", "2d"}, two
+PY
+then ok; else bad "search's exchanges on one node and across nodes"; fi
 # Latent attention (plan only): with one head's q/k and v sizes equal to the standard
 # head size, the attention core costs what standard attention's does; doubling the
 # value heads adds time; the FLOPs per token add 6 L T H (qk + v) for the core.
