@@ -17,11 +17,6 @@
 #include "core/timer.h"
 #include "peak.h"
 
-static double cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 typedef struct {
     const char *model, *name;
@@ -102,9 +97,9 @@ int main(int argc, char **argv) {
                 for (int impl = 0; impl < 2; impl++) {
                     kernel_ctx_set_gemm_f32(kc, impl == 0 ? GEMM_F32_OWN : GEMM_F32_ONEDNN);
                     run(kc, kind, s, x, w, y, o);  // warm: primitive, caches
-                    const double t0 = cpu_now();
+                    const double t0 = bg_process_cpu_now();
                     for (int c = 0; c < calls; c++) run(kc, kind, s, x, w, y, o);
-                    t[impl][r] = (cpu_now() - t0) / calls;
+                    t[impl][r] = (bg_process_cpu_now() - t0) / calls;
                 }
             const int n = reps < 16 ? reps : 16;
             const double own = flops / bg_median(t[0], n) / 1e9, dnn = flops / bg_median(t[1], n) / 1e9;

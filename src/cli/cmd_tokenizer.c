@@ -59,12 +59,6 @@ static int read_input(const char *path, uint8_t **data, size_t *len) {
     return BG_OK;
 }
 
-// CPU seconds of this process: on a shared machine a steadier measure than wall time.
-static double cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static FILE *open_output(const char *out) {
     if (!out || !strcmp(out, "-")) return stdout;
@@ -235,14 +229,14 @@ static int tokenizer_encode(int argc, char **argv) {
             break;
         }
         ids.count = 0;
-        double t = bg_now(), c = cpu_now();
+        double t = bg_now(), c = bg_process_cpu_now();
         if (bpe_encode(enc, text, len, &ids) != BG_OK) {
             free(text);
             rc = fail(1);
             break;
         }
         seconds += bg_now() - t;
-        cpu_seconds += cpu_now() - c;
+        cpu_seconds += bg_process_cpu_now() - c;
         total_bytes += len;
         total_tokens += ids.count;
         free(text);

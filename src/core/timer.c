@@ -3,23 +3,15 @@
 #include <stdlib.h>
 #include <time.h>
 
-double bg_now(void) {
+static double seconds_on(clockid_t clock) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-double bg_thread_cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-double bg_process_cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+double bg_now(void) { return seconds_on(CLOCK_MONOTONIC); }
+double bg_thread_cpu_now(void) { return seconds_on(CLOCK_THREAD_CPUTIME_ID); }
+double bg_process_cpu_now(void) { return seconds_on(CLOCK_PROCESS_CPUTIME_ID); }
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

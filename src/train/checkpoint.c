@@ -4,6 +4,7 @@
 // checkpoint_plan (who writes what) and checkpoint_shard (a rank's files, the writer).
 #include "train/checkpoint.h"
 #include "core/error.h"
+#include "core/timer.h"
 #include "comm/dist.h"
 #include "io/file_sync.h"
 #include "train/checkpoint_dir.h"
@@ -209,11 +210,9 @@ int ckpt_saver_begin(ckpt_saver *s) {
     if (agree_msg(s->world, rc) != BG_OK) return not_saved(s);
     s->pending = 1;
     if (!s->async) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        const double t0 = bg_now();
         ckpt_shard_write_now(&s->shard, tr, s->tmp);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        s->shard.block_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        s->shard.block_s = bg_now() - t0;
         s->shard.writer_s = s->shard.writer_cpu_s = 0;
         return commit(s);
     }
