@@ -635,27 +635,26 @@ float flash_attention_products_alone(const kernel_ctx *kc, float *scratch, const
     fa_ops_init(&o, qkv, dout, B, T, C, NH, NKV, kc, scratch + fa_backward_floats(B, T, C, NH));
     const int per_head = fa_backward_per_head(BK);
     float sink = 0.0f;
+    // The forward's tasks are query blocks; the backward's key blocks (per head, dQ with
+    // them), then, on the two-pass schedule, query blocks again for dQ.
     #pragma omp parallel reduction(+ : sink)
     {
-        if (!backward) {
-            #pragma omp for schedule(dynamic, 1)
-            for (long task = 0; task < BH * nb; task++)
-                sink += fa_products_q_block(&o, (int)(task % BH / NH), (int)(task % BH % NH),
-                                            nb - 1 - (int)(task / BH), 0);
-        } else if (per_head) {
+        if (backward && per_head) {
             #pragma omp for schedule(dynamic, 1)
             for (long bk = 0; bk < BK; bk++)
                 for (int kb = 0; kb < nb; kb++)
                     sink += fa_products_kv_block(&o, (int)(bk / NKV), (int)(bk % NKV), kb, 1);
-        } else {
+        } else if (backward) {
             #pragma omp for schedule(dynamic, 1)
             for (long task = 0; task < BK * nb; task++)
                 sink += fa_products_kv_block(&o, (int)(task % BK / NKV), (int)(task % BK % NKV),
                                              (int)(task / BK), 0);
+        }
+        if (!backward || !per_head) {
             #pragma omp for schedule(dynamic, 1)
             for (long task = 0; task < BH * nb; task++)
                 sink += fa_products_q_block(&o, (int)(task % BH / NH), (int)(task % BH % NH),
-                                            nb - 1 - (int)(task / BH), 1);
+                                            nb - 1 - (int)(task / BH), backward);
         }
     }
     return sink;
