@@ -33,6 +33,7 @@ mk act_bw 'c["activation_bandwidth"] = 0'
 mk opt_bw 'c["optimizer_bandwidth"] = -2e10'
 mk node_opt_bw 'c["node_optimizer_bandwidth"] = "fast"'
 mk round_bw 'c["rounding_bandwidth"] = 0'
+mk node_round_bw 'c["node_rounding_bandwidth"] = -3e10'
 mk reduce_bw 'c["reduce_bandwidth"] = 0'
 mk bulk_bw 'c["intra_node"]["bulk_bandwidth"] = -1e9'
 mk inter_bulk 'c["inter_node"]["bulk_bandwidth"] = 1e9'
@@ -65,6 +66,7 @@ expect act-bw '"activation_bandwidth" must be positive' -- run "$D/act_bw.json"
 expect opt-bw '"optimizer_bandwidth" must be positive' -- run "$D/opt_bw.json"
 expect node-opt-bw '"node_optimizer_bandwidth" must be a number' -- run "$D/node_opt_bw.json"
 expect round-bw '"rounding_bandwidth" must be positive' -- run "$D/round_bw.json"
+expect node-round-bw '"node_rounding_bandwidth" must be positive' -- run "$D/node_round_bw.json"
 expect reduce-bw '"reduce_bandwidth" must be positive' -- run "$D/reduce_bw.json"
 expect bulk-bw '"intra_node.bulk_bandwidth" must be positive' -- run "$D/bulk_bw.json"
 expect inter-bulk 'inter_node.bulk_bandwidth' -- run "$D/inter_bulk.json"
