@@ -153,7 +153,7 @@ for name, P, meas, rss, p, cv, gcv, ar, pg in rows:
     terms = sorted([(v, k[:-2]) for k, v in t.items() if k not in ("compute_s", "grad_sum_s") and v > 0], reverse=True)[:3]
     if ar > 0 and pg > 0: eg.append(abs(100 * (pg - ar) / ar))
     grad = f"{1e3 * pg:5.1f}/{1e3 * ar:<5.1f}" if P > 1 else "-"
-    print(f"{name:10s} {P:2d} {p['layout']['expert_parallel']:3d} {p['step_s']:8.3f} {meas:8.3f} {e1:+7.1f} {cv:5.2f} {pc:9.3f} {e3:+7.1f} {pm:9.1f} {rss:8.1f} {mark:>7s} {markc:>8s} {grad:>11s}  "
+    print(f"{name:10s} {P:2d} {p['layout']['expert_parallel']:3d} {p['step_s']:8.4f} {meas:8.4f} {e1:+7.1f} {cv:5.2f} {pc:9.4f} {e3:+7.1f} {pm:9.1f} {rss:8.1f} {mark:>7s} {markc:>8s} {grad:>11s}  "
           + ", ".join(f"{k} {v:.3f}" for v, k in terms))
 print(f"step time |error|: mean {sum(et)/len(et):.1f}%, max {max(et):.1f}% over {len(et)} rows;"
       f" given the runs' load_cv: mean {sum(ec)/len(ec):.1f}%, max {max(ec):.1f}%")

@@ -129,7 +129,7 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
         json_number(s->log, "z_loss", "%.6f", m->z_loss);
         json_number(s->log, "lr", "%.6g", m->lr);
         json_number(s->log, "grad_norm", "%.6f", m->grad_norm);
-        fprintf(s->log, ",\"tokens_per_s\":%.1f,\"gflops\":%.2f,\"step_s\":%.4f", m->tokens_per_s,
+        fprintf(s->log, ",\"tokens_per_s\":%.1f,\"gflops\":%.2f,\"step_s\":%.6f", m->tokens_per_s,
                 m->gflops, m->step_seconds);
         fprintf(s->log, ",\"peak_rss_mib\":%.1f", m->peak_rss_mib);
         // The exchange's high-water marks: communicator scratch (bytes) and expert rows.
@@ -159,13 +159,13 @@ void metrics_step(metrics_sink *s, const step_metrics *m, const model *mdl) {
         if (m->ranks > 1)
             fprintf(s->log,
                     ",\"ranks\":%d,\"a2a_bytes_intra\":%.0f,\"a2a_bytes_inter\":%.0f,"
-                    "\"a2a_msgs_inter\":%.0f,\"a2a_s\":%.4f,\"a2a_exposed_s\":%.4f,"
-                    "\"allreduce_bytes\":%.0f,\"allreduce_s\":%.4f,\"allreduce_exposed_s\":%.4f",
+                    "\"a2a_msgs_inter\":%.0f,\"a2a_s\":%.6f,\"a2a_exposed_s\":%.6f,"
+                    "\"allreduce_bytes\":%.0f,\"allreduce_s\":%.6f,\"allreduce_exposed_s\":%.6f",
                     m->ranks, m->a2a_bytes_intra, m->a2a_bytes_inter, m->a2a_msgs_inter,
                     m->a2a_seconds, m->a2a_exposed_seconds, m->allreduce_bytes,
                     m->allreduce_seconds, m->allreduce_exposed_seconds);
         if (m->ranks > 1 && m->a2a_skew_seconds > 0)
-            fprintf(s->log, ",\"a2a_skew_s\":%.4f", m->a2a_skew_seconds);
+            fprintf(s->log, ",\"a2a_skew_s\":%.6f", m->a2a_skew_seconds);
         if (m->extra_json) fprintf(s->log, ",%s", m->extra_json);
         fputs("}\n", s->log);
         fflush(s->log);

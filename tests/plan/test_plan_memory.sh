@@ -32,6 +32,9 @@ PY
   then ok; else bad "$name: memory differs (train, plan) above"; fi
 }
 same moe-fp32 "$CFG/tiny_moe.json" --batch-size 4 --seq-len 32
+# The measured side of bench/plan_validate.sh: this model's ~0.5 ms step is logged to the
+# microsecond (at 0.1 ms the log's 0.0005 or 0.0006 was a 20% step in the error).
+if grep -Eq '"step_s":[0-9]+\.[0-9]{6}[,}]' "$D/log.jsonl"; then ok; else bad "step_s not logged to the microsecond"; fi
 same moe-bf16-block "$CFG/tiny_moe.json" --batch-size 2 --seq-len 64 --dtype bf16 --recompute block
 same dense "$D/dense.json" --batch-size 4 --seq-len 32
 same capacity "$D/cap.json" --batch-size 4 --seq-len 32 --recompute block
