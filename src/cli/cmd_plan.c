@@ -27,10 +27,10 @@ static void print_json(FILE *f, const plan_layout *l, const plan_result *r) {
     fprintf(f, "\"memory\": {\"params\": %zu, \"grads\": %zu, \"optimizer\": %zu, \"activations\": %zu, "
                "\"moe_exchange\": %zu, \"moe_exchange_heap_bound\": %zu, \"workspaces\": %zu, "
                "\"snapshot\": %zu, \"comm_scratch\": %zu, \"total\": %zu, \"expected_total\": %zu}, "
-               "\"memory_per_node\": %.0f, \"fits\": %s, ",
+               "\"memory_per_node\": %.0f, \"fits\": %s, \"cache_resident\": %s, ",
             m->params, m->grads, m->optimizer, m->activations, m->moe_exchange, m->moe_exchange_heap,
             m->workspaces, m->snapshot, m->comm_scratch, m->total, r->mem_expected, r->mem_node,
-            r->fits ? "true" : "false");
+            r->fits ? "true" : "false", r->cache_resident ? "true" : "false");
     fprintf(f, "\"flops_model\": %.6g, \"flops_executed\": %.6g, \"imbalance\": %.4g, \"time\": {"
                "\"gemm_dense_s\": %.6g, \"gemm_expert_s\": %.6g, \"gemm_head_s\": %.6g, \"attention_s\": %.6g, "
                "\"memory_bound_s\": %.6g, \"compute_s\": %.6g, \"a2a_s\": %.6g, \"a2a_hidden_s\": %.6g, "
@@ -60,8 +60,9 @@ static void print_text(const plan_cluster *cl, const plan_layout *l, const plan_
     if (r->mem_expected != m->total)
         printf(" (expected peak %.1f: the grown heap at the expected imbalance and the pages a run makes resident)", r->mem_expected / MIB);
     printf("\n");
-    printf("memory per node: %.2f GiB of %.2f GiB: %s\n", r->mem_node / (MIB * 1024),
-           cl->mem_per_node / (MIB * 1024), r->fits ? "fits" : "DOES NOT FIT");
+    printf("memory per node: %.2f GiB of %.2f GiB: %s%s\n", r->mem_node / (MIB * 1024),
+           cl->mem_per_node / (MIB * 1024), r->fits ? "fits" : "DOES NOT FIT",
+           r->cache_resident ? "; in the cache, priced at its rates" : "");
     printf("FLOPs per rank per step: %.4g (model), %.4g (executed); expert rows max/mean %.3f\n",
            r->flops_model, r->flops_executed, r->imbalance);
     printf("time per step (s): GEMM dense %.4g, experts %.4g, LM head %.4g, attention %.4g, "

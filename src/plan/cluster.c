@@ -84,18 +84,22 @@ static int parse_curve(plan_gemm_curve *g, const cJSON *arr, const char *dt, con
         return bg_error("%s: \"gemm.%s\" must be a list of 1..%d [flops, rate] pairs", origin, dt, PLAN_GEMM_POINTS);
     g->n = 0;
     for (const cJSON *p = arr->child; p; p = p->next) {
-        const cJSON *f = cJSON_GetArrayItem(p, 0), *r = cJSON_GetArrayItem(p, 1), *a = cJSON_GetArrayItem(p, 2);
-        int size = cJSON_IsArray(p) ? cJSON_GetArraySize(p) : 0;
-        if ((size != 2 && size != 3) || !cJSON_IsNumber(f) || !cJSON_IsNumber(r) ||
-            !(f->valuedouble > 0) || !(r->valuedouble > 0) || !isfinite(f->valuedouble) || !isfinite(r->valuedouble) ||
-            (size == 3 && (!cJSON_IsNumber(a) || !(a->valuedouble > 0) || !isfinite(a->valuedouble))))
-            return bg_error("%s: \"gemm.%s\" point %d must be [flops > 0, rate > 0] or [flops, rate, intensity > 0]",
-                            origin, dt, g->n);
-        if (g->n && f->valuedouble <= g->flops[g->n - 1])
+        // [flops, rate], [flops, rate, intensity] or [flops, rate, intensity, cached rate]
+        const int size = cJSON_IsArray(p) ? cJSON_GetArraySize(p) : 0;
+        int good = size >= 2 && size <= 4;
+        double v[4] = {0};
+        for (int i = 0; good && i < size; i++) {
+            const cJSON *x = cJSON_GetArrayItem(p, i);
+            good = cJSON_IsNumber(x) && x->valuedouble > 0 && isfinite(x->valuedouble);
+            if (good) v[i] = x->valuedouble;
+        }
+        if (!good)
+            return bg_error("%s: \"gemm.%s\" point %d must be [flops > 0, rate > 0], optionally followed by "
+                            "intensity > 0 and cached rate > 0", origin, dt, g->n);
+        if (g->n && v[0] <= g->flops[g->n - 1])
             return bg_error("%s: \"gemm.%s\" points must have increasing flops", origin, dt);
-        g->flops[g->n] = f->valuedouble;
-        g->ai[g->n] = size == 3 ? a->valuedouble : 0;
-        g->rate[g->n++] = r->valuedouble;
+        g->flops[g->n] = v[0], g->ai[g->n] = v[2], g->cached[g->n] = v[3];
+        g->rate[g->n++] = v[1];
     }
     plan_gemm_curve_finish(g);
     return BG_OK;
@@ -104,7 +108,7 @@ static int parse_curve(plan_gemm_curve *g, const cJSON *arr, const char *dt, con
 static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
     static const char *const top[] = {"name", "sources", "notes", "assumptions", "nodes", "ranks_per_node",
         "cores_per_rank", "node_memory_bandwidth", "activation_bandwidth", "optimizer_bandwidth", "node_optimizer_bandwidth", "rounding_bandwidth", "node_rounding_bandwidth", "node_gemm_speedup", "node_activation_speedup", "peak_flops", "gemm", "gemm_efficiency", "attention_efficiency", "attention_rate",
-        "memory_per_node", "memory_bandwidth", "reduce_bandwidth", "intra_node", "inter_node", "topology", NULL};
+        "memory_per_node", "memory_bandwidth", "reduce_bandwidth", "cache_bytes", "cache_bandwidth", "intra_node", "inter_node", "topology", NULL};
     static const char *const link[] = {"bandwidth", "latency", "gap", "sync", NULL};
     static const char *const intra_keys[] = {"bandwidth", "latency", "gap", "sync", "bulk_bandwidth", NULL};
     static const char *const topo[] = {"supernode_nodes", "oversubscription", NULL};
@@ -171,8 +175,12 @@ static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
         get_num(root, "node_rounding_bandwidth", "", origin, 0, 1, &c->node_round_bw) ||
         get_num(root, "reduce_bandwidth", "", origin, 0, 1, &c->reduce_bw) ||
         get_num(root, "node_gemm_speedup", "", origin, 0, 1, &c->node_gemm_speedup) ||
-        get_num(root, "node_activation_speedup", "", origin, 0, 1, &c->node_act_speedup))
+        get_num(root, "node_activation_speedup", "", origin, 0, 1, &c->node_act_speedup) ||
+        get_num(root, "cache_bytes", "", origin, 0, 1, &c->cache_bytes) ||
+        get_num(root, "cache_bandwidth", "", origin, 0, 1, &c->cache_bw))
         return BG_ERR;
+    if ((c->cache_bytes > 0) != (c->cache_bw > 0))
+        return bg_error("%s: \"cache_bytes\" and \"cache_bandwidth\" go together", origin);
     if (c->node_gemm_speedup > c->ranks_per_node || c->node_act_speedup > c->ranks_per_node)
         return bg_error("%s: a node speedup must be at most ranks_per_node (%d)", origin, c->ranks_per_node);
     if (get_object(root, "intra_node", origin, 1, &intra) || check_keys(intra, intra_keys, "intra_node.", origin) ||
@@ -272,6 +280,7 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
                 cJSON_AddItemToArray(p, exact_number(g->flops[i]));
                 cJSON_AddItemToArray(p, exact_number(g->rate[i]));
                 if (g->ai[i] > 0) cJSON_AddItemToArray(p, exact_number(g->ai[i]));
+                if (g->ai[i] > 0 && g->cached[i] > 0) cJSON_AddItemToArray(p, exact_number(g->cached[i]));
                 cJSON_AddItemToArray(arr, p);
             }
         }
@@ -292,6 +301,10 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
     if (c->reduce_bw > 0) add_number(root, "reduce_bandwidth", c->reduce_bw);
     if (c->node_gemm_speedup > 0) add_number(root, "node_gemm_speedup", c->node_gemm_speedup);
     if (c->node_act_speedup > 0) add_number(root, "node_activation_speedup", c->node_act_speedup);
+    if (c->cache_bytes > 0 && c->cache_bw > 0) {
+        add_number(root, "cache_bytes", c->cache_bytes);
+        add_number(root, "cache_bandwidth", c->cache_bw);
+    }
     cJSON *in = cJSON_AddObjectToObject(root, "intra_node"), *out = cJSON_AddObjectToObject(root, "inter_node");
     add_number(in, "bandwidth", c->intra_bw);
     add_number(in, "latency", c->intra_lat);
@@ -340,14 +353,27 @@ void plan_cluster_scale_rates(plan_cluster *c, double share) {
     for (int d = 0; d < PLAN_NDTYPES; d++) {
         c->peak[d] *= fg, c->attention_rate[d] *= fg;
         for (int k = 0; k < PLAN_GEMM_CLASSES; k++)
-            for (int i = 0; i < c->gemm[d][k].n; i++) c->gemm[d][k].rate[i] *= fg;
+            for (int i = 0; i < c->gemm[d][k].n; i++) c->gemm[d][k].rate[i] *= fg, c->gemm[d][k].cached[i] *= fg;
     }
+    c->cache_bw *= share;
     c->mem_bw *= share, c->act_bw *= cores_factor(c, share, c->node_act_speedup), c->opt_bw *= share;
     c->round_bw *= share;
     // The reduction's copies and sums are one thread's: slower on a core's share, no
     // faster on more cores.
     const double one = share < 1 ? share : 1;
     c->intra_bulk_bw *= one, c->reduce_bw *= one;
+}
+
+int plan_cluster_cache_resident(plan_cluster *c, double r_bytes, int R) {
+    if (!(c->cache_bytes > 0 && c->cache_bw > 0) || r_bytes * R > c->cache_bytes) return 0;
+    for (int d = 0; d < PLAN_NDTYPES; d++)
+        for (int k = 0; k < PLAN_GEMM_CLASSES; k++)
+            for (int i = 0; i < c->gemm[d][k].n; i++)
+                if (c->gemm[d][k].cached[i] > 0) c->gemm[d][k].rate[i] = c->gemm[d][k].cached[i];
+    c->mem_bw = fmax(c->mem_bw, c->cache_bw);
+    if (c->opt_bw > 0) c->opt_bw = fmax(c->opt_bw, c->cache_bw);
+    if (c->round_bw > 0) c->round_bw = fmax(c->round_bw, c->cache_bw);
+    return 1;
 }
 
 double plan_gemm_rate(const plan_cluster *c, plan_dtype d, double M, double K, double N) {

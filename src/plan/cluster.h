@@ -25,9 +25,12 @@ double plan_gemm_ai(double M, double K, double N);
 // of a shape class, interpolated in log(flops), clamped at both ends. ai: each
 // point's arithmetic intensity where known (calibrated curves), else 0; typical_ai:
 // their geometric mean, 0 unless every point has one (plan_gemm_curve_finish).
+// cached: the point's rate with its operands in the cache, as a model whose whole state
+// fits there runs it (0: unknown, the rate).
 typedef struct {
     int n;
     double flops[PLAN_GEMM_POINTS], rate[PLAN_GEMM_POINTS], ai[PLAN_GEMM_POINTS];
+    double cached[PLAN_GEMM_POINTS];
     double typical_ai;
 } plan_gemm_curve;
 // Sets typical_ai once the points are in (not on every rate lookup).
@@ -60,6 +63,10 @@ typedef struct {
     // cores_per_rank) over cores_per_rank: the model's GEMMs, and its elementwise kernels
     // (0: ideal, ranks_per_node). Barriers and shared caches keep them under the ratio.
     double node_gemm_speedup, node_act_speedup;
+    // The node's cache a model's whole state stays in between its passes (bytes: the
+    // largest working set a stream runs at 1.5x memory_bandwidth or more), and the
+    // stream's bytes/s per rank there (0: none measured).
+    double cache_bytes, cache_bw;
     double intra_bw, intra_lat;         // per rank, inside a node
     // The gradient reduction's transfers (buffers past the caches, every rank of the node
     // at once), per rank (0: intra_bw), and its rank-order sum's bytes/s per rank, every
@@ -76,6 +83,11 @@ typedef struct {
     int supernode_nodes;                // nodes under one non-blocking switch (0: all)
     double oversubscription;            // above a supernode (1: non-blocking)
 } plan_cluster;
+
+// A model whose ranks' state (r_bytes each, R on a node) fits the node's cache: its
+// GEMMs at their cached rates and its streaming passes at the cache's bandwidth.
+// Returns whether it did.
+int plan_cluster_cache_resident(plan_cluster *c, double r_bytes, int R);
 
 // Parses and validates; every problem is one bg_error line naming the file and key.
 int plan_cluster_parse(plan_cluster *c, const char *json, const char *origin);

@@ -153,6 +153,8 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
                m->moe_exchange_heap + m->workspaces + m->snapshot + m->comm_scratch;
     r->mem_node = (double)m->total * r->ranks_per_node;
     r->fits = r->mem_node <= cl->mem_per_node;
+    // A model this small never waits for memory: priced at the cache's rates.
+    r->cache_resident = plan_cluster_cache_resident(&scaled, (double)m->total, R);
     size_t numel, dense;
     int el = E > 0 ? E / ep : 0;
     param_table_numel_local(c, 0, el, &numel, &dense);

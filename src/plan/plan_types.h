@@ -49,6 +49,7 @@ typedef struct {
     size_t mem_expected;
     double mem_node;           // bytes per node
     int fits;
+    int cache_resident;        // the node's ranks' state fits its cache (cluster.h)
     int ep, ranks_per_node, zero;
 } plan_result;
 

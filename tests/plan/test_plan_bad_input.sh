@@ -28,6 +28,10 @@ mk no_peak 'c["peak_flops"] = {}'
 mk curve_order 'c["gemm"]["fp32"] = [[1e8, 1e11], [1e6, 2e10]]'
 mk curve_point 'c["gemm"]["fp32"] = [[1e8, -1]]'
 mk curve_ai 'c["gemm"]["fp32"] = [[1e8, 1e11, 0]]'
+mk curve_cached 'c["gemm"]["fp32"] = [[1e8, 1e11, 30, -2e11]]'
+mk curve_five 'c["gemm"]["fp32"] = [[1e8, 1e11, 30, 2e11, 1]]'
+mk cache_alone 'c["cache_bytes"] = 3.2e7'
+mk cache_neg 'c.update(cache_bytes=3.2e7, cache_bandwidth=-1e11)'
 mk node_bw 'c["node_memory_bandwidth"] = -1'
 mk act_bw 'c["activation_bandwidth"] = 0'
 mk opt_bw 'c["optimizer_bandwidth"] = -2e10'
@@ -61,6 +65,10 @@ expect bad-dtype 'has key "int4"' -- run "$D/bad_dtype.json"
 expect no-peak '"peak_flops" names no dtype' -- run "$D/no_peak.json"
 expect curve-order 'increasing flops' -- run "$D/curve_order.json"
 expect curve-ai 'intensity > 0' -- run "$D/curve_ai.json"
+expect curve-cached 'cached rate > 0' -- run "$D/curve_cached.json"
+expect curve-five 'point 0 must be' -- run "$D/curve_five.json"
+expect cache-alone '"cache_bytes" and "cache_bandwidth" go together' -- run "$D/cache_alone.json"
+expect cache-neg '"cache_bandwidth" must be positive' -- run "$D/cache_neg.json"
 expect node-bw '"node_memory_bandwidth" must be' -- run "$D/node_bw.json"
 expect act-bw '"activation_bandwidth" must be positive' -- run "$D/act_bw.json"
 expect opt-bw '"optimizer_bandwidth" must be positive' -- run "$D/opt_bw.json"

@@ -309,5 +309,31 @@ if [ -n "$t" ] && awk -v t="$t" -v a="$e1" -v b="$e2" -v h="$h" -v M=$M 'BEGIN {
    awk -v c1="$c1" -v c2="$c2" -v s1="$s1" -v s2="$s2" -v M=$M 'BEGIN {
      exit !(s2 > s1 && s2 - s1 <= 10 * M && c1 - c2 >= 14 * M - 10 * M && c1 - c2 <= 14 * M) }'; then ok
 else bad "expected peak: total $t (heap bound $h), imbalance 1 -> $e1, 2 -> $e2; capacity $c1/$c2; one rank $s1/$s2"; fi
+# A model whose node's state fits the cache (cache_bytes, with cached GEMM rates and
+# the cache's stream rate) is priced at those: tiny_moe (~5 MiB a rank) on one rank of
+# a node gets a faster step and says so; at 2 per node (~10 MiB) past an 8 MiB cache it
+# does not, nor does M2 (hundreds of MiB) at one: both steps equal the file's without it.
+python3 - "$HERE/box.json" "$D" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["gemm"]["fp32"] = [[f, r, 10, 2 * r] for f, r in c["gemm"]["fp32"]]
+json.dump(c, open(f"{sys.argv[2]}/cold.json", "w"))
+c.update(cache_bytes=8 * 2**20, cache_bandwidth=8e10)
+json.dump(c, open(f"{sys.argv[2]}/cached.json", "w"))
+PY
+cplan() { "$BIN" plan --cluster "$D/$1.json" --json --config "${@:2}"; }
+tiny=("$CFG/tiny_moe.json" --batch-size 4 --seq-len 32)
+t_cold=$(cplan cold "${tiny[@]}" --ranks 1 --ranks-per-node 1); t_hot=$(cplan cached "${tiny[@]}" --ranks 1 --ranks-per-node 1)
+t2_cold=$(cplan cold "${tiny[@]}" --ranks 2 --ranks-per-node 2 | field step_s)
+t2_hot=$(cplan cached "${tiny[@]}" --ranks 2 --ranks-per-node 2)
+m_cold=$(cplan cold "$CFG/m2.json" --ranks 1 --batch-size 1 --seq-len 64 | field step_s)
+m_hot=$(cplan cached "$CFG/m2.json" --ranks 1 --batch-size 1 --seq-len 64)
+a=$(field step_s <<<"$t_cold"); b=$(field step_s <<<"$t_hot")
+if [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { exit !(b < 0.8 * a) }' &&
+   grep -q '"cache_resident": true' <<<"$t_hot" && grep -q '"cache_resident": false' <<<"$t_cold"
+then ok; else bad "cache: tiny_moe at one rank $a s without, $b s with ($t_hot)"; fi
+if [ -n "$t2_cold" ] && [ "$(field step_s <<<"$t2_hot")" = "$t2_cold" ] && grep -q '"cache_resident": false' <<<"$t2_hot" &&
+   [ -n "$m_cold" ] && [ "$(field step_s <<<"$m_hot")" = "$m_cold" ] && grep -q '"cache_resident": false' <<<"$m_hot"
+then ok; else bad "cache: past it, tiny_moe x 2 $t2_cold vs $(field step_s <<<"$t2_hot") s, M2 $m_cold vs $(field step_s <<<"$m_hot") s"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
