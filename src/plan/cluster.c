@@ -365,7 +365,10 @@ void plan_cluster_scale_rates(plan_cluster *c, double share) {
 }
 
 int plan_cluster_cache_resident(plan_cluster *c, double r_bytes, int R) {
-    if (!(c->cache_bytes > 0 && c->cache_bw > 0) || r_bytes * R > c->cache_bytes) return 0;
+    // Ranks that take turns on a core (more on the node than the file's) evict each
+    // other's state at every switch: tiny_moe at 4 ranks on 2 cores ran at the cold rates.
+    if (!(c->cache_bytes > 0 && c->cache_bw > 0) || r_bytes * R > c->cache_bytes || R > c->ranks_per_node)
+        return 0;
     for (int d = 0; d < PLAN_NDTYPES; d++)
         for (int k = 0; k < PLAN_GEMM_CLASSES; k++)
             for (int i = 0; i < c->gemm[d][k].n; i++)

@@ -84,9 +84,9 @@ typedef struct {
     double oversubscription;            // above a supernode (1: non-blocking)
 } plan_cluster;
 
-// A model whose ranks' state (r_bytes each, R on a node) fits the node's cache: its
-// GEMMs at their cached rates and its streaming passes at the cache's bandwidth.
-// Returns whether it did.
+// A model whose ranks' state (r_bytes each, R on a node, none sharing a core) fits the
+// node's cache: its GEMMs at their cached rates and its streaming passes at the cache's
+// bandwidth. Returns whether it did.
 int plan_cluster_cache_resident(plan_cluster *c, double r_bytes, int R);
 
 // Parses and validates; every problem is one bg_error line naming the file and key.

@@ -312,7 +312,9 @@ else bad "expected peak: total $t (heap bound $h), imbalance 1 -> $e1, 2 -> $e2;
 # A model whose node's state fits the cache (cache_bytes, with cached GEMM rates and
 # the cache's stream rate) is priced at those: tiny_moe (~5 MiB a rank) on one rank of
 # a node gets a faster step and says so; at 2 per node (~10 MiB) past an 8 MiB cache it
-# does not, nor does M2 (hundreds of MiB) at one: both steps equal the file's without it.
+# does not, nor does M2 (hundreds of MiB) at one, nor 4 ranks on a node of 2 ranks'
+# cores with a 64 MiB cache (taking turns, they evict each other): each step equals the
+# file's without the cache.
 python3 - "$HERE/box.json" "$D" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
@@ -320,6 +322,8 @@ c["gemm"]["fp32"] = [[f, r, 10, 2 * r] for f, r in c["gemm"]["fp32"]]
 json.dump(c, open(f"{sys.argv[2]}/cold.json", "w"))
 c.update(cache_bytes=8 * 2**20, cache_bandwidth=8e10)
 json.dump(c, open(f"{sys.argv[2]}/cached.json", "w"))
+c.update(cache_bytes=64 * 2**20)
+json.dump(c, open(f"{sys.argv[2]}/big_cache.json", "w"))
 PY
 cplan() { "$BIN" plan --cluster "$D/$1.json" --json --config "${@:2}"; }
 tiny=("$CFG/tiny_moe.json" --batch-size 4 --seq-len 32)
@@ -335,5 +339,11 @@ then ok; else bad "cache: tiny_moe at one rank $a s without, $b s with ($t_hot)"
 if [ -n "$t2_cold" ] && [ "$(field step_s <<<"$t2_hot")" = "$t2_cold" ] && grep -q '"cache_resident": false' <<<"$t2_hot" &&
    [ -n "$m_cold" ] && [ "$(field step_s <<<"$m_hot")" = "$m_cold" ] && grep -q '"cache_resident": false' <<<"$m_hot"
 then ok; else bad "cache: past it, tiny_moe x 2 $t2_cold vs $(field step_s <<<"$t2_hot") s, M2 $m_cold vs $(field step_s <<<"$m_hot") s"; fi
+t4_cold=$(cplan cold "${tiny[@]}" --ranks 4 --ranks-per-node 4 | field step_s)
+t4_big=$(cplan big_cache "${tiny[@]}" --ranks 4 --ranks-per-node 4)
+t2_big=$(cplan big_cache "${tiny[@]}" --ranks 2 --ranks-per-node 2)
+if [ -n "$t4_cold" ] && [ "$(field step_s <<<"$t4_big")" = "$t4_cold" ] && grep -q '"cache_resident": false' <<<"$t4_big" &&
+   grep -q '"cache_resident": true' <<<"$t2_big"
+then ok; else bad "cache: 4 ranks on 2 ranks' cores $t4_cold vs $(field step_s <<<"$t4_big") s, or 2 ranks not resident in 64 MiB"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
