@@ -135,6 +135,7 @@ print("grad ms: the gradient reduction, predicted (grad_s) / measured (train's a
 print("err|cv %: the peak RSS predicted given the runs' load_cv (dropless EP's heap at that imbalance)")
 print(f"{'config':10s} {'P':>2s} {'EP':>3s} {'pred s':>8s} {'meas s':>8s} {'err %':>7s} {'cv':>5s} {'pred|cv s':>9s} {'err %':>7s} {'pred MiB':>9s} {'RSS MiB':>8s} {'err %':>7s} {'err|cv %':>8s} {'grad ms':>11s}  largest predicted terms")
 et, em, ec, eg, emc = [], [], [], [], []
+within, within_cv, n_model = 0, 0, 0  # M1/M2 rows (not the base rows) within +-10%
 for name, P, meas, rss, p, cv, gcv, ar, pg in rows:
     pcv, mcv = gcv if gcv else (None, expected(p))
     b = base.get(P, base.get(2, 0) if P > 1 else 0)
@@ -148,7 +149,11 @@ for name, P, meas, rss, p, cv, gcv, ar, pg in rows:
     e4 = 100 * (mcv / MiB + b - rss) / rss
     mark = "base" if name == "tiny_moe" else f"{e2:+7.1f}"
     markc = "base" if name == "tiny_moe" else f"{e4:+8.1f}"
-    if mark != "base": em.append(e2), emc.append(e4)
+    if mark != "base":
+        em.append(e2), emc.append(e4)
+        n_model += 1
+        within += abs(e1) <= 10
+        within_cv += abs(e3) <= 10
     t = p["time"]
     terms = sorted([(v, k[:-2]) for k, v in t.items() if k not in ("compute_s", "grad_sum_s") and v > 0], reverse=True)[:3]
     if ar > 0 and pg > 0: eg.append(abs(100 * (pg - ar) / ar))
@@ -157,6 +162,8 @@ for name, P, meas, rss, p, cv, gcv, ar, pg in rows:
           + ", ".join(f"{k} {v:.3f}" for v, k in terms))
 print(f"step time |error|: mean {sum(et)/len(et):.1f}%, max {max(et):.1f}% over {len(et)} rows;"
       f" given the runs' load_cv: mean {sum(ec)/len(ec):.1f}%, max {max(ec):.1f}%")
+if n_model:
+    print(f"step time within +-10%: {within} of the {n_model} rows besides tiny_moe's; given the runs' load_cv {within_cv}")
 def rss_line(e):
     return (f"mean {sum(map(abs, e))/len(e):.1f}%, max {max(map(abs, e)):.1f}%, most under {min(e):+.1f}%"
             f" over {len(e)} rows")
