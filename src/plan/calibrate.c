@@ -283,15 +283,19 @@ int plan_calibrate_shapes(plan_gemm_shape *v, const model_config *c, int B, int 
 }
 
 // Bytes/s of a copy plus scale over x and y, len floats each (read + write counted),
-// on n threads: the best of 5.
-static double triad_bw(float *x, float *y, size_t len, int n) {
+// on n threads: the best of `samples`, each the mean pass of passes repeated for at least
+// min_s seconds (0: one pass; small sets need more to be timed).
+static double triad_bw(float *x, float *y, size_t len, int n, int samples, double min_s) {
     double best = 1e30;
-    for (int r = 0; r < 5; r++) {
-        double t0 = bg_now();
-        #pragma omp parallel for num_threads(n) schedule(static)
-        for (size_t i = 0; i < len; i++) y[i] = 1.0001f * x[i] + y[i];
-        double dt = bg_now() - t0;
-        if (dt < best) best = dt;
+    for (int r = 0; r < samples; r++) {
+        long passes = 0;
+        double t0 = bg_now(), dt;
+        do {
+            #pragma omp parallel for num_threads(n) schedule(static)
+            for (size_t i = 0; i < len; i++) y[i] = 1.0001f * x[i] + y[i];
+            passes++;
+        } while ((dt = bg_now() - t0) < min_s);
+        if (dt / passes < best) best = dt / passes;
     }
     return 3.0 * len * 4 / best;
 }
@@ -326,32 +330,24 @@ static double rounding_bw(void) {
 }
 
 // The cache a model's state stays in: the triad on n threads over working sets of
-// 1 to 64 MiB (two arrays), each pass repeated for 2 ms, the best of 3; the largest set
-// streamed at 1.5x the memory's rate (mem_bw, a 128 MiB set) or more, and its rate.
-// Measured, not read from sysconf: a VM reports its host socket's L3 (480 MiB on a
-// 2-core Intel 6/167), of which its cores hold a slice.
-static void cache_probe(double mem_bw, int n, double *bytes, double *bw) {
+// 1 to 64 MiB (two arrays, x and y of at least 8M floats), each pass repeated for 2 ms,
+// the best of 3; the largest set streamed at 1.5x the memory's rate (mem_bw, a 128 MiB
+// set) or more, and its rate. Measured, not read from sysconf: a VM reports its host
+// socket's L3 (480 MiB on a 2-core Intel 6/167), of which its cores hold a slice.
+static void cache_probe(float *x, float *y, double mem_bw, int n, double *bytes, double *bw) {
     *bytes = *bw = 0;
-    const size_t max = (size_t)8 << 20;  // floats per array: 64 MiB in all
-    float *x = bg_aligned_alloc(max * 4), *y = bg_aligned_alloc(max * 4);
-    memset(x, 0, max * 4), memset(y, 0, max * 4);
-    for (size_t len = (size_t)128 << 10; len <= max; len *= 2) {
-        double best = 1e30;
-        for (int r = 0; r < 3; r++) {
-            long passes = 0;
-            double t0 = bg_now(), dt;
-            do {
-                #pragma omp parallel for num_threads(n) schedule(static)
-                for (size_t i = 0; i < len; i++) y[i] = 1.0001f * x[i] + y[i];
-                passes++;
-            } while ((dt = bg_now() - t0) < 2e-3);
-            if (dt / passes < best) best = dt / passes;
-        }
-        const double rate = 3.0 * len * 4 / best;
+    for (size_t len = (size_t)128 << 10; len <= (size_t)8 << 20; len *= 2) {
+        const double rate = triad_bw(x, y, len, n, 3, 2e-3);
         if (rate < 1.5 * mem_bw) break;
         *bytes = 2.0 * len * 4, *bw = rate;
     }
-    free(x), free(y);
+}
+
+// Whether a shape also gets a cached rate: its triple's six operands take at most half
+// of the cache.
+static int cached_shape(const shape *s, double cache_bytes) {
+    const double M = s->M, K = s->K, N = s->N;
+    return 8 * (M * K + K * N + M * N) <= cache_bytes / 2;
 }
 
 int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T, int threads,
@@ -364,20 +360,21 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
     memset(fl, 0, nfl * 4);
     const bg_dtype dts[3] = {BG_FP32, BG_BF16, BG_FP16};
     const plan_dtype pd[3] = {PLAN_FP32, PLAN_BF16, PLAN_FP16};
-    // The cache first: it says which shapes also get a cached rate (those whose
-    // triple's six operands take at most half of it).
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    // A rank's memory bandwidth, and the node's with every core streaming (the ranks of
+    // a node share it: one core's stream does not reach it cores times); 2 x 64 MiB.
+    // Then the cache, against the rank's: it says which shapes also get a cached rate.
     {
-        size_t len = (size_t)16 << 20;  // 2 x 64 MiB, as mem_bw below
+        size_t len = (size_t)16 << 20;
         float *x = bg_aligned_alloc(len * 4), *y = bg_aligned_alloc(len * 4);
         memset(x, 0, len * 4), memset(y, 0, len * 4);
-        const double mem = triad_bw(x, y, len, threads);
+        cl->mem_bw = triad_bw(x, y, len, threads, 5, 0);
+        cl->node_mem_bw = cores > threads ? triad_bw(x, y, len, (int)cores, 5, 0) : cl->mem_bw;
+        cache_probe(x, y, cl->mem_bw, threads, &cl->cache_bytes, &cl->cache_bw);
         free(x), free(y);
-        cache_probe(mem, threads, &cl->cache_bytes, &cl->cache_bw);
     }
     int cached_n = 0;
-    for (int i = 0; i < n; i++)
-        cached_n += 8.0 * ((double)v[i].M * v[i].K + (double)v[i].K * v[i].N + (double)v[i].M * v[i].N) <=
-                    cl->cache_bytes / 2;
+    for (int i = 0; i < n; i++) cached_n += cached_shape(&v[i], cl->cache_bytes);
     for (int d = 0; d < 3; d++) {
         kernel_ctx *kc = kernel_ctx_create(dts[d]);
         double peak = 0;
@@ -386,8 +383,7 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
             plan_gemm_curve *g = &cl->gemm[pd[d]][plan_gemm_class_of(v[i].M, v[i].K, v[i].N)];
             double r = time_gemm(kc, &v[i], fl, nfl, 0.8 * seconds / (3.0 * 5 * n));
             g->flops[g->n] = v[i].flops, g->ai[g->n] = plan_gemm_ai(v[i].M, v[i].K, v[i].N);
-            const double M = v[i].M, K = v[i].K, N = v[i].N;
-            g->cached[g->n] = 8 * (M * K + K * N + M * N) <= cl->cache_bytes / 2
+            g->cached[g->n] = cached_shape(&v[i], cl->cache_bytes)
                                   ? time_gemm(kc, &v[i], fl, 0, 0.15 * seconds / (3.0 * 5 * cached_n))
                                   : 0;
             g->rate[g->n++] = r;
@@ -400,7 +396,6 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
                                                           c->num_attention_heads, model_kv_heads(c),
                                                           0.1 * seconds / 3);  // 5 samples
     }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     // One rank on all the cores (ranks_per_node x threads, as the CLI's file states):
     // its speedup over `threads`, at most the ratio.
     const int all = cores >= 2 * threads ? (int)(cores / threads) * threads : threads;
@@ -414,14 +409,6 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
         cl->node_act_speedup = fmin(ratio, actn / act1);
     }
     free(fl);
-    // A rank's memory bandwidth, and the node's with every core streaming (the ranks of
-    // a node share it: one core's stream does not reach it cores times); 2 x 64 MiB.
-    size_t len = (size_t)16 << 20;
-    float *x = bg_aligned_alloc(len * 4), *y = bg_aligned_alloc(len * 4);
-    memset(x, 0, len * 4), memset(y, 0, len * 4);
-    cl->mem_bw = triad_bw(x, y, len, threads);
-    cl->node_mem_bw = cores > threads ? triad_bw(x, y, len, (int)cores) : cl->mem_bw;
-    free(x), free(y);
     cl->round_bw = rounding_bw();
     if (cores > threads) {
         bg_threads_set((int)cores);
