@@ -93,9 +93,12 @@ static bf16_path bf16_path_of_cpu(void) {
     return bf16_path_for(&id);
 }
 
-int bf16_path_forced(const char *env, int amx_usable, bf16_path *out) {
+int bf16_path_forced(const char *env, int native_usable, int amx_usable, bf16_path *out) {
     if (bf16_path_parse(env, out) != 0)
         return bg_error("BAGUALU_BF16_PATH must be native, native-gemm, amx or fp32, not \"%s\"", env);
+    if ((*out == BF16_PATH_NATIVE || *out == BF16_PATH_NATIVE_GEMM) && !native_usable)
+        return bg_error("BAGUALU_BF16_PATH=%s needs a CPU on which oneDNN has bf16 GEMMs (AVX-512); "
+                        "this one takes fp32", env);
     if (*out == BF16_PATH_AMX && !amx_usable)
         return bg_error("BAGUALU_BF16_PATH=amx needs a CPU whose AMX tiles this process may use");
     return BG_OK;
@@ -103,7 +106,7 @@ int bf16_path_forced(const char *env, int amx_usable, bf16_path *out) {
 
 int bf16_path_select(bf16_path *out) {
     const char *env = getenv("BAGUALU_BF16_PATH");
-    if (env && *env) return bf16_path_forced(env, fa_amx_usable(), out);
+    if (env && *env) return bf16_path_forced(env, matmul_bf16_native_usable(), fa_amx_usable(), out);
     *out = bf16_path_of_cpu();
     return BG_OK;
 }
@@ -111,7 +114,8 @@ int bf16_path_select(bf16_path *out) {
 bf16_path bf16_path_default(void) {
     const char *env = getenv("BAGUALU_BF16_PATH");
     bf16_path p;
-    // A bad variable falls back to the table here; trainer_init reports it as an error.
-    if (env && *env && bf16_path_parse(env, &p) == 0) return p;
+    // A bad or unusable value falls back to the table here; trainer_init reports it.
+    if (env && *env && bf16_path_forced(env, matmul_bf16_native_usable(), fa_amx_usable(), &p) == BG_OK)
+        return p;
     return bf16_path_of_cpu();
 }

@@ -66,9 +66,11 @@ int bf16_path_parse(const char *name, bf16_path *out);  // 0, or -1 for another 
 // else the table's for this CPU. select: BG_ERR (bg_error) for another value of the
 // variable; default: the table's in that case.
 int bf16_path_select(bf16_path *out);
-// The check of a forced value env (set, not empty) that select applies, given whether this
-// process may use AMX tiles (fa_amx_usable): BG_ERR for another name, or amx without them.
-int bf16_path_forced(const char *env, int amx_usable, bf16_path *out);
+// The check of a forced value env (set, not empty) that select applies, given whether
+// oneDNN has bf16 GEMMs here (matmul_bf16_native_usable) and this process may use AMX
+// tiles (fa_amx_usable): BG_ERR for another name, native(-gemm) or amx without them.
+int bf16_path_forced(const char *env, int native_usable, int amx_usable, bf16_path *out);
+int matmul_bf16_native_usable(void);
 bf16_path bf16_path_default(void);
 // The context's path (kernel_ctx_create takes bf16_path_default()); set applies to the
 // calls that follow, as kernel_ctx_set_precision.

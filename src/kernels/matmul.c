@@ -237,6 +237,30 @@ static dnnl_primitive_t gemm_primitive_create(kernel_ctx *kc, int kind, dnnl_dat
     return prim;
 }
 
+// Whether oneDNN has a bf16 GEMM on this CPU (2.6 needs AVX-512: on an AVX2-only CPU
+// its matmul answers "unimplemented"). Asked once, of a 16 x 16 product: the library's
+// own answer, so it follows the library's version, not a flag table of ours.
+int matmul_bf16_native_usable(void) {
+    static int answer = -1;
+    #pragma omp critical(bg_bf16_native_usable)
+    if (answer < 0) {
+        dnnl_engine_t engine;
+        DNNL_CHECK(dnnl_engine_create(&engine, dnnl_cpu, 0));
+        const dnnl_dims_t dims = {16, 16};
+        dnnl_memory_desc_t a_md, b_md, c_md;
+        DNNL_CHECK(dnnl_memory_desc_init_by_tag(&a_md, 2, dims, dnnl_bf16, dnnl_ab));
+        DNNL_CHECK(dnnl_memory_desc_init_by_tag(&b_md, 2, dims, dnnl_bf16, dnnl_ab));
+        DNNL_CHECK(dnnl_memory_desc_init_by_tag(&c_md, 2, dims, dnnl_f32, dnnl_ab));
+        dnnl_matmul_desc_t desc;
+        DNNL_CHECK(dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md));
+        dnnl_primitive_desc_t pd = NULL;
+        answer = dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL) == dnnl_success;
+        if (pd) DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+        DNNL_CHECK(dnnl_engine_destroy(engine));
+    }
+    return answer;
+}
+
 static void gemm_binding_free(gemm_binding *g) {
     if (g->a) DNNL_CHECK(dnnl_memory_destroy(g->a));
     if (g->b) DNNL_CHECK(dnnl_memory_destroy(g->b));

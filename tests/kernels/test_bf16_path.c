@@ -51,9 +51,15 @@ int main(void) {
     TU_CHECK(bf16_path_select(&p) == BG_OK && p == bf16_path_for(&id), "unset: the table's path");
     printf("this CPU: %s family %d model %d avx512f %d avx512_bf16 %d amx_bf16 %d -> %s\n", id.vendor,
            id.family, id.model, id.avx512f, id.avx512_bf16, id.amx_bf16, bf16_path_name(p));
-    // amx is forced only where the tiles are usable; elsewhere forcing it is an error.
+    // oneDNN 2.6's bf16 GEMM is there exactly where AVX-512BW is (its avx512_core).
+    const int native = matmul_bf16_native_usable();
+    printf("oneDNN bf16 GEMMs on this CPU: %s\n", native ? "yes" : "no");
+    TU_CHECK(native == (id.avx512f && __builtin_cpu_supports("avx512bw")),
+             "oneDNN's bf16 GEMM (%d) must follow AVX-512BW", native);
+    // native and amx are forced only where usable; elsewhere forcing them is an error.
     const int paths = fa_amx_usable() ? 4 : 3;
     for (int i = 0; i < paths; i++) {
+        if (i && i < 3 && !native) continue;
         const bf16_path want = i == 3 ? BF16_PATH_AMX : i == 2 ? BF16_PATH_NATIVE_GEMM : i ? BF16_PATH_NATIVE : BF16_PATH_FP32;
         setenv("BAGUALU_BF16_PATH", bf16_path_name(want), 1);
         TU_CHECK(bf16_path_select(&p) == BG_OK && p == want, "forced %s", bf16_path_name(want));
@@ -66,11 +72,21 @@ int main(void) {
     }
     // amx forced: an error naming AMX where the tiles are not usable, on every CPU through
     // the rule itself; the process's own answer where they are.
-    TU_CHECK(bf16_path_forced("amx", 0, &p) == BG_ERR && strstr(bg_last_error(), "BAGUALU_BF16_PATH=amx") &&
+    TU_CHECK(bf16_path_forced("native", 0, 1, &p) == BG_ERR && strstr(bg_last_error(), "BAGUALU_BF16_PATH=native") &&
+                 strstr(bg_last_error(), "oneDNN has bf16 GEMMs"),
+             "native forced without oneDNN's bf16 GEMMs must be an error naming it: %s", bg_last_error());
+    TU_CHECK(bf16_path_forced("native-gemm", 0, 1, &p) == BG_ERR, "native-gemm forced without bf16 GEMMs");
+    TU_CHECK(bf16_path_forced("native", 1, 0, &p) == BG_OK && p == BF16_PATH_NATIVE, "native forced with them");
+    TU_CHECK(bf16_path_forced("fp32", 0, 0, &p) == BG_OK && p == BF16_PATH_FP32, "fp32 forced anywhere");
+    setenv("BAGUALU_BF16_PATH", "native", 1);
+    TU_CHECK((bf16_path_select(&p) == BG_OK) == (native != 0), "native forced follows oneDNN's answer");
+    TU_CHECK(bf16_path_default() == (native ? BF16_PATH_NATIVE : bf16_path_for(&id)),
+             "default: native where usable, else the table");
+    TU_CHECK(bf16_path_forced("amx", 1, 0, &p) == BG_ERR && strstr(bg_last_error(), "BAGUALU_BF16_PATH=amx") &&
                  strstr(bg_last_error(), "AMX tiles"),
              "amx forced without usable tiles must be an error naming it: %s", bg_last_error());
-    TU_CHECK(bf16_path_forced("amx", 1, &p) == BG_OK && p == BF16_PATH_AMX, "amx forced with usable tiles");
-    TU_CHECK(bf16_path_forced("fast", 1, &p) == BG_ERR && strstr(bg_last_error(), "native, native-gemm, amx or fp32"),
+    TU_CHECK(bf16_path_forced("amx", 1, 1, &p) == BG_OK && p == BF16_PATH_AMX, "amx forced with usable tiles");
+    TU_CHECK(bf16_path_forced("fast", 1, 1, &p) == BG_ERR && strstr(bg_last_error(), "native, native-gemm, amx or fp32"),
              "a bad name lists the paths: %s", bg_last_error());
     setenv("BAGUALU_BF16_PATH", "amx", 1);
     TU_CHECK((bf16_path_select(&p) == BG_OK) == (fa_amx_usable() != 0), "amx forced follows fa_amx_usable");

@@ -3,13 +3,16 @@
 # base: between a small dense model (every block under bg_aligned_alloc's 4 MiB huge
 # size) and M2 dense (parameters, gradients, m, v, arena: huge blocks rounded to whole
 # 2 MiB pages, resident whole), the difference in train's peak_rss_mib equals the
-# difference in expected_total within 2 MiB, at P = 1 and, under mpirun with ZeRO-1, at
-# P = 2 (the reduce-scatter's own part of its 64 MiB scratch is never written but for
-# the first 2 MiB page, where rank 0 holds the scalar all-reduces' parts: 30 MiB not
-# resident). Zen 5: 365.6 MiB grown against 365.6 expected at P = 1, 312.7 against
-# 311.6 at P = 2; without the tails P = 1 is 9.7 MiB under, and counting the whole
-# scratch P = 2 is 20 MiB over. Skipped (77) where the kernel gives no transparent huge
-# pages.
+# difference in expected_total within 2% (issue 17's bar; at least 2 MiB), at P = 1 and,
+# under mpirun with ZeRO-1, at P = 2 (the reduce-scatter's own part of its 64 MiB
+# scratch is never written but for the first 2 MiB page, where rank 0 holds the scalar
+# all-reduces' parts: 30 MiB not resident). Zen 5: 365.6 MiB grown against 365.6
+# expected at P = 1, 312.7 against 311.6 at P = 2; without the tails P = 1 is 9.7 MiB
+# under, and counting the whole scratch P = 2 is 20 MiB over. Zen 3 (AVX2): 366.5
+# against 365.6 at P = 1, 314.5 against 311.6 at P = 2, where the planned huge blocks
+# are resident to the page (324.0 MiB in rank 0's smaps, 324.0 planned) and rank 0's
+# heap and oneDNN's pages grow 3 MiB besides. Skipped (77) where the kernel gives no
+# transparent huge pages.
 BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
 grep -q '\[never\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null && exit 77
@@ -48,7 +51,7 @@ dist_have_mpi && nps="1 2"
 for np in $nps; do
   read -r rs ps < <(rss_and_plan "$np" "$D/small.json") || { bad "P=$np: small run failed"; continue; }
   read -r rb pb < <(rss_and_plan "$np" "$D/big.json") || { bad "P=$np: M2 dense run failed"; continue; }
-  if awk -v rs="$rs" -v ps="$ps" -v rb="$rb" -v pb="$pb" 'BEGIN { d = (pb - ps) - (rb - rs); exit !(d < 2 && d > -2) }'
+  if awk -v rs="$rs" -v ps="$ps" -v rb="$rb" -v pb="$pb" 'BEGIN { d = (pb - ps) - (rb - rs); t = 0.02 * (rb - rs); if (t < 2) t = 2; exit !(d < t && d > -t) }'
   then ok; else bad "P=$np: RSS grew $rs -> $rb MiB, expected_total $ps -> $pb MiB"; fi
 done
 echo "$pass passed, $fail failed"
