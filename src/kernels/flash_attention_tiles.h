@@ -21,42 +21,42 @@ enum { FA_B = 64 };
 
 // ---- micro-kernels ----------------------------------------------------------------
 
-// a[r][j] += xs[r] · row[16j .. 16j+15] for r, j < 4: one rank-1 update of a 4 × 64
-// register tile, the inner step of both tile products below. The row's four vectors
-// are loaded once and pinned in registers (v16_keep) for the four broadcasts.
-static inline __attribute__((always_inline)) void tile_rank1_4x4(v16 a[4][4], const float *xs,
-                                                                 const float *row) {
-    v16 w0 = v16_load(row), w1 = v16_load(row + 16), w2 = v16_load(row + 32), w3 = v16_load(row + 48);
-    v16_keep(w0);
-    v16_keep(w1);
-    v16_keep(w2);
-    v16_keep(w3);
+// a[r][j] += xs[r] · row[16j .. 16j+15] for r < 4, j < V16_TILE_VECS: one rank-1 update
+// of a register tile, the inner step of both tile products below. The row's vectors are
+// loaded once and pinned in registers (v16_keep) for the four broadcasts.
+enum { FA_TV = V16_TILE_VECS, FA_TW = 16 * V16_TILE_VECS };  // a tile row: vectors, floats
+static inline __attribute__((always_inline)) void tile_rank1(v16 a[4][FA_TV], const float *xs,
+                                                             const float *row) {
+    v16 w[FA_TV];
+    for (int j = 0; j < FA_TV; j++) {
+        w[j] = v16_load(row + 16 * j);
+        v16_keep(w[j]);
+    }
     for (int r = 0; r < 4; r++) {
         const v16 b = v16_set1(xs[r]);
-        a[r][0] = v16_fma(b, w0, a[r][0]);
-        a[r][1] = v16_fma(b, w1, a[r][1]);
-        a[r][2] = v16_fma(b, w2, a[r][2]);
-        a[r][3] = v16_fma(b, w3, a[r][3]);
+        for (int j = 0; j < FA_TV; j++) a[r][j] = v16_fma(b, w[j], a[r][j]);
     }
 }
 
 // A (n, FA_B) = X (n, hs; row stride ldx) · Yt (hs, FA_B). Writes.
-// Blocks of 4 rows × 4 vectors: per step of d, 4 vector loads and 4 broadcasts feed
-// 16 FMAs into 16 accumulators that live in registers for the whole reduction.
+// Blocks of 4 rows × FA_TV vectors: per step of d, FA_TV vector loads and 4 broadcasts
+// feed 4·FA_TV FMAs into accumulators that live in registers for the whole reduction.
 static void tile_xyt(float *restrict A, const float *restrict X, size_t ldx,
                      const float *restrict Yt, int n, int hs) {
     int i = 0;
     for (; i + 4 <= n; i += 4) {
         const float *x0 = X + (size_t)i * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
-        v16 a[4][4];
-        for (int r = 0; r < 4; r++)
-            for (int j = 0; j < 4; j++) a[r][j] = v16_zero();
-        for (int d = 0; d < hs; d++) {
-            const float xs[4] = {x0[d], x1[d], x2[d], x3[d]};
-            tile_rank1_4x4(a, xs, Yt + (size_t)d * FA_B);
+        for (int c = 0; c < FA_B; c += FA_TW) {
+            v16 a[4][FA_TV];
+            for (int r = 0; r < 4; r++)
+                for (int j = 0; j < FA_TV; j++) a[r][j] = v16_zero();
+            for (int d = 0; d < hs; d++) {
+                const float xs[4] = {x0[d], x1[d], x2[d], x3[d]};
+                tile_rank1(a, xs, Yt + (size_t)d * FA_B + c);
+            }
+            for (int r = 0; r < 4; r++)
+                for (int j = 0; j < FA_TV; j++) v16_store(A + (size_t)(i + r) * FA_B + c + 16 * j, a[r][j]);
         }
-        for (int r = 0; r < 4; r++)
-            for (int j = 0; j < 4; j++) v16_store(A + (size_t)(i + r) * FA_B + 16 * j, a[r][j]);
     }
     for (; i < n; i++) {
         const float *x = X + (size_t)i * ldx;
@@ -75,19 +75,19 @@ static void tile_xyt(float *restrict A, const float *restrict X, size_t ldx,
 }
 
 // Zt (hs, FA_B) += X (n, hs; row stride ldx)ᵀ · W (n, FA_B).
-// Blocks of 4 values of d × 4 vectors, accumulated over all n rows in registers.
+// Blocks of 4 values of d × FA_TV vectors, accumulated over all n rows in registers.
 static void tile_xtw(float *restrict Zt, const float *restrict X, size_t ldx,
                      const float *restrict W, int n, int hs) {
     int d = 0;
     for (; d + 4 <= hs; d += 4) {
-        v16 a[4][4];
-        for (int r = 0; r < 4; r++)
-            for (int j = 0; j < 4; j++) a[r][j] = v16_load(Zt + (size_t)(d + r) * FA_B + 16 * j);
-        for (int u = 0; u < n; u++) {
-            tile_rank1_4x4(a, X + (size_t)u * ldx + d, W + (size_t)u * FA_B);
+        for (int c = 0; c < FA_B; c += FA_TW) {
+            v16 a[4][FA_TV];
+            for (int r = 0; r < 4; r++)
+                for (int j = 0; j < FA_TV; j++) a[r][j] = v16_load(Zt + (size_t)(d + r) * FA_B + c + 16 * j);
+            for (int u = 0; u < n; u++) tile_rank1(a, X + (size_t)u * ldx + d, W + (size_t)u * FA_B + c);
+            for (int r = 0; r < 4; r++)
+                for (int j = 0; j < FA_TV; j++) v16_store(Zt + (size_t)(d + r) * FA_B + c + 16 * j, a[r][j]);
         }
-        for (int r = 0; r < 4; r++)
-            for (int j = 0; j < 4; j++) v16_store(Zt + (size_t)(d + r) * FA_B + 16 * j, a[r][j]);
     }
     for (; d < hs; d++) {
         float *z = Zt + (size_t)d * FA_B;
@@ -141,7 +141,7 @@ typedef uint32_t bf16x2;
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
 #define FA_HAVE_BF16 1  // a macro, for the #if around the code that calls these
 
-// a[r][j] += xs[r] · row[16j .. 16j+15] as pair dot products: tile_rank1_4x4 over two
+// a[r][j] += xs[r] · row[16j .. 16j+15] as pair dot products: tile_rank1 over two
 // reduction indices at once.
 static inline __attribute__((always_inline)) void tile_rank2_4x4(v16 a[4][4], const bf16x2 *xs,
                                                                  const bf16x2 *row) {

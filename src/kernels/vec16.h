@@ -5,16 +5,19 @@
 // Why not plain loops with `omp simd`: the project builds with -std=c11, under which
 // GCC does not contract a*b+c into a fused multiply-add (-ffp-contract=off), and it
 // keeps register-blocked accumulator arrays in memory. A micro-kernel that is FMA-
-// bound needs both, so it names its vectors and its FMAs here. With AVX-512 (the
-// -march=native build on this project's machines) these are single instructions;
-// elsewhere a portable fallback in GCC vector extensions gives the same results up
-// to the rounding of a*b+c done in two steps. Internal to kernels/.
+// bound needs both, so it names its vectors and its FMAs here. With AVX-512 these are
+// single instructions, with AVX2 and FMA pairs of them (the same results); elsewhere a
+// portable fallback in GCC vector extensions gives the same results up to the rounding
+// of a*b+c done in two steps. V16_TILE_VECS: the v16 per row of a 4-row register tile
+// (its 4·V16_TILE_VECS accumulators and V16_TILE_VECS operands must fit the registers:
+// 32 zmm, 16 ymm). Internal to kernels/.
 #include <stddef.h>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
 typedef __m512 v16;
+#define V16_TILE_VECS 4
 static inline v16 v16_zero(void) { return _mm512_setzero_ps(); }
 static inline v16 v16_load(const float *p) { return _mm512_loadu_ps(p); }
 static inline void v16_store(float *p, v16 a) { _mm512_storeu_ps(p, a); }
@@ -57,12 +60,57 @@ static inline void v16_transpose16(float *dst, size_t ldd, const float *src, siz
     for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * ldd, r[i]);
 }
 
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+// AVX2 (AMD Zen 3, Intel before AVX-512): a pair of 8-float registers, with the same
+// fused multiply-adds as AVX-512, so each element's sums round as there.
+typedef struct {
+    __m256 lo, hi;
+} v16;
+#define V16_TILE_VECS 1
+static inline v16 v16_zero(void) { return (v16){_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+static inline v16 v16_load(const float *p) { return (v16){_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+static inline void v16_store(float *p, v16 a) { _mm256_storeu_ps(p, a.lo), _mm256_storeu_ps(p + 8, a.hi); }
+static inline v16 v16_set1(float x) { return (v16){_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+static inline v16 v16_fma(v16 a, v16 b, v16 c) {
+    return (v16){_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+}
+#define v16_keep(a) __asm__("" : "+x"((a).lo), "+x"((a).hi))
+
+// 8 × 8 in registers (unpack floats, pairs, then 128-bit lanes), four times.
+static inline void v16_transpose8(float *dst, size_t ldd, const float *src, size_t lds) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * lds);
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        r[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        r[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm256_permute2f128_ps(r[i], r[4 + i], 0x20);
+        t[4 + i] = _mm256_permute2f128_ps(r[i], r[4 + i], 0x31);
+    }
+    for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * ldd, t[i]);
+}
+
+static inline void v16_transpose16(float *dst, size_t ldd, const float *src, size_t lds) {
+    for (size_t r = 0; r < 16; r += 8)
+        for (size_t c = 0; c < 16; c += 8) v16_transpose8(dst + c * ldd + r, ldd, src + r * lds + c, lds);
+}
+
 #else
 
 // Macros rather than functions: a function passing 64-byte vectors by value draws
 // GCC's ABI note (-Wpsabi) when AVX-512 is off. The unaligned, may_alias type lets
 // a plain dereference load and store at any float address, legally.
 typedef float v16 __attribute__((vector_size(64)));
+#define V16_TILE_VECS 4
 typedef float v16_unaligned __attribute__((vector_size(64), aligned(4), may_alias));
 #define v16_zero() ((v16){0})
 #define v16_load(p) ((v16)(*(const v16_unaligned *)(p)))
