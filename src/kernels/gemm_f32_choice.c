@@ -2,9 +2,10 @@
 // Intel CPUs with AVX-512F, where it beats oneDNN 2.6's f32 GEMM at the model's shapes
 // (BENCHMARKS.md, issue 19); on AMD Zen 5 the own kernel for the forward and weights
 // products and oneDNN for the data products, each the faster there over GPT-2's and
-// M1's steps; oneDNN elsewhere (Zen 4 included: not measured with the own kernel).
+// M1's steps; oneDNN elsewhere (Zen 4 included: not measured with the own kernel), with
+// the weights products on a transposed dout where the CPU lacks AVX-512 (matmul.c).
 // Decided from the CPU's identity alone, never by timing, so a run and its resume sum
-// in the same order; BAGUALU_GEMM=own|mixed|onednn forces one for tests and benchmarks.
+// in the same order; BAGUALU_GEMM=own|mixed|onednn|onednn-t forces one for tests and benchmarks.
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,19 +14,20 @@
 #include "kernels/kernels.h"
 
 const char *gemm_f32_impl_name(gemm_f32_impl g) {
-    return g == GEMM_F32_OWN ? "own" : g == GEMM_F32_MIXED ? "mixed" : "onednn";
+    return g == GEMM_F32_OWN ? "own" : g == GEMM_F32_MIXED ? "mixed" : g == GEMM_F32_ONEDNN_T ? "onednn-t" : "onednn";
 }
 
 static int gemm_f32_impl_parse(const char *name, gemm_f32_impl *out) {
     if (!strcmp(name, "own")) *out = GEMM_F32_OWN;
     else if (!strcmp(name, "onednn")) *out = GEMM_F32_ONEDNN;
     else if (!strcmp(name, "mixed")) *out = GEMM_F32_MIXED;
+    else if (!strcmp(name, "onednn-t")) *out = GEMM_F32_ONEDNN_T;
     else return -1;
     return 0;
 }
 
 gemm_f32_impl gemm_f32_impl_for(const cpu_identity *id) {
-    if (!id->avx512f) return GEMM_F32_ONEDNN;
+    if (!id->avx512f) return GEMM_F32_ONEDNN_T;
     if (!strcmp(id->vendor, "GenuineIntel")) return GEMM_F32_OWN;
     if (!strcmp(id->vendor, "AuthenticAMD") && id->family == 26) return GEMM_F32_MIXED;
     return GEMM_F32_ONEDNN;
@@ -42,8 +44,8 @@ int gemm_f32_impl_select(gemm_f32_impl *out) {
     const char *env = getenv("BAGUALU_GEMM");
     if (env && *env) {
         if (gemm_f32_impl_parse(env, out) != 0)
-            return bg_error("BAGUALU_GEMM must be own, mixed or onednn, not \"%s\"", env);
-        if (*out != GEMM_F32_ONEDNN && !gemm_f32_supported())
+            return bg_error("BAGUALU_GEMM must be own, mixed, onednn or onednn-t, not \"%s\"", env);
+        if ((*out == GEMM_F32_OWN || *out == GEMM_F32_MIXED) && !gemm_f32_supported())
             return bg_error("BAGUALU_GEMM=%s needs a CPU with AVX-512F", env);
         return BG_OK;
     }

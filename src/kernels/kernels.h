@@ -84,7 +84,9 @@ void kernel_ctx_set_bf16_path(kernel_ctx *kc, bf16_path path);
 // ("onednn") elsewhere; bf16 products always run in oneDNN. BAGUALU_GEMM=own|mixed|onednn
 // forces one; select: BG_ERR for another value or for own/mixed without AVX-512F;
 // default: the CPU's choice in that case.
-typedef enum { GEMM_F32_ONEDNN = 0, GEMM_F32_OWN = 1, GEMM_F32_MIXED = 2 } gemm_f32_impl;
+// onednn-t: oneDNN, with the weights products on a transposed copy of dout where that
+// is small (CPUs without AVX-512: oneDNN's AVX2 sgemm is slow on a transposed A).
+typedef enum { GEMM_F32_ONEDNN = 0, GEMM_F32_OWN = 1, GEMM_F32_MIXED = 2, GEMM_F32_ONEDNN_T = 3 } gemm_f32_impl;
 gemm_f32_impl gemm_f32_impl_for(const cpu_identity *id);  // the rule
 const char *gemm_f32_impl_name(gemm_f32_impl g);
 int gemm_f32_impl_select(gemm_f32_impl *out);

@@ -105,7 +105,7 @@ expect rpn-negative "ranks-per-node must be positive" -- run "$D/good.json" "$D/
 expect ep-too-big "exceeds the number of ranks" -- run "$D/good.json" "$D/ok.bin" --expert-parallel 2
 expect log-unwritable "cannot open metrics log" -- run "$D/good.json" "$D/ok.bin" --log "$D/no/such/dir/m.jsonl"
 # The f32 GEMM's variable: a value not in the list, named with the list.
-BAGUALU_GEMM=blas expect gemm-variable "BAGUALU_GEMM must be own, mixed or onednn" -- run "$D/good.json" "$D/ok.bin"
+BAGUALU_GEMM=blas expect gemm-variable "BAGUALU_GEMM must be own, mixed, onednn or onednn-t" -- run "$D/good.json" "$D/ok.bin"
 
 # and a good run works, with a JSON Lines log: the run's description, then one object per step
 "$BIN" train --config "$D/good.json" --data "$D/ok.bin" --steps 3 --batch-size 2 --seq-len 8 --log "$D/m.jsonl" >/dev/null 2>"$D/err"

@@ -6,7 +6,8 @@
 //   rest of C or alone, and for 1, 2 and 3 threads;
 // - the three matmul kinds through matmul.c with each implementation forced;
 // - the choice rule and BAGUALU_GEMM's parsing.
-// Without AVX-512F only the oneDNN parts run, and the test reports a skip (77).
+// The own kernel's parts run under --own (kernels/test_gemm_f32_own), a skip (77)
+// without AVX-512F; the rest (the rule, oneDNN and onednn-t) everywhere.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,8 +144,10 @@ static void test_rows_independent(void) {
 static void test_matmul_kinds(gemm_f32_impl impl) {
     kernel_ctx *kc = kernel_ctx_create(BG_FP32);
     kernel_ctx_set_gemm_f32(kc, impl);
-    static const int shapes[][3] = {{1, 1, 1}, {37, 19, 45}, {128, 64, 96}, {3, 300, 17}};
-    for (int q = 0; q < 4; q++) {
+    // 37 and 101 rows on one (K, N): one primitive, two run-time strides under onednn-t;
+    // 2048 x 2100: a dout past onednn-t's transposing limit.
+    static const int shapes[][3] = {{1, 1, 1}, {37, 19, 45}, {101, 19, 45}, {128, 64, 96}, {3, 300, 17}, {2048, 8, 2100}};
+    for (int q = 0; q < 6; q++) {
         const int M = shapes[q][0], K = shapes[q][1], N = shapes[q][2];
         float *x = random_floats((size_t)M * K), *w = random_floats((size_t)N * K), *dy = random_floats((size_t)M * N);
         float *y = bg_aligned_alloc(sizeof(float) * M * N), *dx = random_floats((size_t)M * K);
@@ -192,20 +195,47 @@ static void test_mixed_routes(void) {
     free(x), free(w), free(dy);
 }
 
+// onednn-t: the forward and data products bit for bit oneDNN's; the weights product
+// checked against the reference by test_matmul_kinds.
+static void test_onednn_t_routes(void) {
+    const int M = 300, K = 300, N = 300;
+    float *x = random_floats((size_t)M * K), *w = random_floats((size_t)N * K), *dy = random_floats((size_t)M * N);
+    float *y[2], *dx[2], *dw[2];
+    const gemm_f32_impl impls[2] = {GEMM_F32_ONEDNN, GEMM_F32_ONEDNN_T};
+    for (int i = 0; i < 2; i++) {
+        kernel_ctx *kc = kernel_ctx_create(BG_FP32);
+        kernel_ctx_set_gemm_f32(kc, impls[i]);
+        y[i] = bg_aligned_alloc(sizeof(float) * M * N);
+        dx[i] = bg_aligned_alloc(sizeof(float) * M * K), dw[i] = bg_aligned_alloc(sizeof(float) * N * K);
+        memset(dx[i], 0, sizeof(float) * M * K), memset(dw[i], 0, sizeof(float) * N * K);
+        matmul_forward(kc, y[i], x, w, M, K, N);
+        matmul_backward(kc, dx[i], dw[i], dy, x, w, M, K, N);
+        kernel_ctx_free(kc);
+    }
+    TU_CHECK(!memcmp(y[0], y[1], sizeof(float) * M * N), "onednn-t: the forward is oneDNN's");
+    TU_CHECK(!memcmp(dx[0], dx[1], sizeof(float) * M * K), "onednn-t: the data product is oneDNN's");
+    for (int i = 0; i < 2; i++) free(y[i]), free(dx[i]), free(dw[i]);
+    free(x), free(w), free(dy);
+}
+
 static void test_choice(void) {
     const cpu_identity intel = {"GenuineIntel", 6, 207, 1, 1, 0}, intel_avx2 = {"GenuineIntel", 6, 85, 0, 0, 0};
     const cpu_identity zen4 = {"AuthenticAMD", 25, 17, 1, 1, 0}, zen5 = {"AuthenticAMD", 26, 2, 1, 1, 0};
     const cpu_identity zen5_no512 = {"AuthenticAMD", 26, 2, 0, 0, 0};
-    TU_CHECK(gemm_f32_impl_for(&intel) == GEMM_F32_OWN && gemm_f32_impl_for(&intel_avx2) == GEMM_F32_ONEDNN &&
+    const cpu_identity zen3 = {"AuthenticAMD", 25, 1, 0, 0, 0};
+    TU_CHECK(gemm_f32_impl_for(&intel) == GEMM_F32_OWN && gemm_f32_impl_for(&intel_avx2) == GEMM_F32_ONEDNN_T &&
                  gemm_f32_impl_for(&zen4) == GEMM_F32_ONEDNN && gemm_f32_impl_for(&zen5) == GEMM_F32_MIXED &&
-                 gemm_f32_impl_for(&zen5_no512) == GEMM_F32_ONEDNN,
-             "the rule: own on Intel with AVX-512F, mixed on Zen 5, oneDNN without AVX-512F and on Zen 4");
+                 gemm_f32_impl_for(&zen5_no512) == GEMM_F32_ONEDNN_T && gemm_f32_impl_for(&zen3) == GEMM_F32_ONEDNN_T,
+             "the rule: own on Intel with AVX-512F, mixed on Zen 5, oneDNN on Zen 4, onednn-t without AVX-512F");
     gemm_f32_impl g;
     setenv("BAGUALU_GEMM", "onednn", 1);
     TU_CHECK(gemm_f32_impl_select(&g) == BG_OK && g == GEMM_F32_ONEDNN, "BAGUALU_GEMM=onednn");
     kernel_ctx *kc = kernel_ctx_create(BG_FP32);
     TU_CHECK(kernel_ctx_gemm_f32(kc) == GEMM_F32_ONEDNN, "a context takes BAGUALU_GEMM");
     kernel_ctx_free(kc);
+    setenv("BAGUALU_GEMM", "onednn-t", 1);
+    TU_CHECK(gemm_f32_impl_select(&g) == BG_OK && g == GEMM_F32_ONEDNN_T, "BAGUALU_GEMM=onednn-t, on any CPU");
+    TU_CHECK(!strcmp(gemm_f32_impl_name(GEMM_F32_ONEDNN_T), "onednn-t"), "onednn-t's name");
     setenv("BAGUALU_GEMM", "blas", 1);
     TU_CHECK(gemm_f32_impl_select(&g) == BG_ERR && strstr(bg_last_error(), "BAGUALU_GEMM"),
              "a bad BAGUALU_GEMM is an error naming it");
@@ -219,13 +249,18 @@ static void test_choice(void) {
     TU_CHECK(gemm_f32_impl_select(&g) == BG_OK && g == gemm_f32_impl_default(), "unset: the CPU's choice");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     tu_seed(19);
-    test_choice();
-    test_matmul_kinds(GEMM_F32_ONEDNN);
+    if (argc < 2 || strcmp(argv[1], "--own")) {
+        test_choice();
+        test_matmul_kinds(GEMM_F32_ONEDNN);
+        test_matmul_kinds(GEMM_F32_ONEDNN_T);
+        test_onednn_t_routes();
+        return tu_finish("kernels/test_gemm_f32");
+    }
     if (!gemm_f32_supported()) {
-        printf("kernels/test_gemm_f32: no AVX-512F here: the own GEMM is not tested\n");
-        return tu_failures ? tu_finish("kernels/test_gemm_f32") : 77;
+        printf("kernels/test_gemm_f32 --own: no AVX-512F here: the own GEMM is not tested\n");
+        return 77;
     }
     for (int t = 0; t < THREADS; t++) g_scratch[t] = bg_aligned_alloc(gemm_f32_scratch_floats() * sizeof(float));
     test_matmul_kinds(GEMM_F32_OWN);
@@ -234,5 +269,5 @@ int main(void) {
     test_shapes();
     test_rows_independent();
     for (int t = 0; t < THREADS; t++) free(g_scratch[t]);
-    return tu_finish("kernels/test_gemm_f32");
+    return tu_finish("kernels/test_gemm_f32 --own");
 }

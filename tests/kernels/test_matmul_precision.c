@@ -273,9 +273,9 @@ int main(int argc, char **argv) {
     check_operand_producers(BG_FP32, BF16_PATH_NATIVE, "fp32");
     // The written products on every f32 GEMM this CPU can run (the own kernel writes
     // them itself; oneDNN's are zeros + sum).
-    static const gemm_f32_impl impls[] = {GEMM_F32_ONEDNN, GEMM_F32_OWN, GEMM_F32_MIXED};
-    for (int i = 0; i < 3; i++) {
-        if (impls[i] != GEMM_F32_ONEDNN && !gemm_f32_supported()) continue;
+    static const gemm_f32_impl impls[] = {GEMM_F32_ONEDNN, GEMM_F32_ONEDNN_T, GEMM_F32_OWN, GEMM_F32_MIXED};
+    for (int i = 0; i < 4; i++) {
+        if ((impls[i] == GEMM_F32_OWN || impls[i] == GEMM_F32_MIXED) && !gemm_f32_supported()) continue;
         char name[48];
         snprintf(name, sizeof name, "fp32 (%s)", gemm_f32_impl_name(impls[i]));
         kernel_ctx_set_gemm_f32(g_kc, impls[i]);
