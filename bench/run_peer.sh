@@ -18,6 +18,8 @@
 #                 BLAS a step takes minutes, so it times fewer steps (the table says n=)
 #   PEER_TUNED_ENV=""       extra VAR=value words for the tuned command (e.g. OMP_WAIT_POLICY=PASSIVE)
 #   PEER_DEFAULT=1          0 skips the (slow) default-configuration runs, e.g. for REPEAT=3
+#   PEER_TUNED_MAX_S=0      time budget of one tuned run (0: none), for a peer that emulates
+#                           bf16 (PyTorch on an AVX2 CPU: 98 s per M1 step on Zen 3)
 # Never a timed test: the figures depend on what else runs on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +32,7 @@ DTYPES=${DTYPES:-fp32 bf16}
 PEER_DEFAULT_MAX_S=${PEER_DEFAULT_MAX_S:-300}
 PEER_TUNED_ENV=${PEER_TUNED_ENV:-}
 PEER_DEFAULT=${PEER_DEFAULT:-1}
+PEER_TUNED_MAX_S=${PEER_TUNED_MAX_S:-0}
 BENCH_EXTRA=${BENCH_EXTRA:-}
 PY=/usr/bin/python3
 LIBDIR=/usr/lib/x86_64-linux-gnu
@@ -156,7 +159,7 @@ for r in $(seq 1 "$REPEAT"); do
             fi
             echo "run_peer: [$r/$REPEAT] peer tuned $m $d"
             tuned "$PY" bench/peer_torch.py --model "$PM" --batch "$B" --seq "$T" --dtype "$d" \
-                --threads "$THREADS" --steps "$STEPS" >"$OUT/tuned.$m.$d.$r.txt" 2>&1 ||
+                --threads "$THREADS" --steps "$STEPS" --max-seconds "$PEER_TUNED_MAX_S" >"$OUT/tuned.$m.$d.$r.txt" 2>&1 ||
                 echo "run_peer: peer tuned $m $d failed (see $OUT/tuned.$m.$d.$r.txt)"
             [ "$PEER_DEFAULT" = 1 ] || continue
             echo "run_peer: [$r/$REPEAT] peer default $m $d"
