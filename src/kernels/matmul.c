@@ -384,8 +384,9 @@ static void own_run(kernel_ctx *kc, int kind, float *c, const float *a, const fl
 // onednn-t: oneDNN 2.6's AVX2 sgemm runs a weights product, whose A is dout read
 // transposed, at half the rate of the same product on a row-major A (doutᵀ M x N
 // = 1024 x 512: 39 against 91 GFLOP/s on one Zen 3 core), so dout is transposed first
-// where the copy is small next to the product (a few MiB, not the LM head's logits).
-enum { TRANSPOSE_MAX_FLOATS = 4 << 20 };
+// where the copy is small: the experts' (M1: 0.5 M floats), not the LM head's logits.
+// The copy is a workspace the planner does not count: 4 MiB a thread at most.
+enum { TRANSPOSE_MAX_FLOATS = 1 << 20 };
 
 // dst (n, m) = src (m, n)ᵀ, 16 x 16 blocks in registers; the team's threads share the
 // column blocks when called from outside a parallel region.
