@@ -350,6 +350,8 @@ static double cores_factor(const plan_cluster *c, double share, double speedup) 
 
 void plan_cluster_scale_rates(plan_cluster *c, double share) {
     const double fg = cores_factor(c, share, c->node_gemm_speedup);
+    c->rank_cores = c->cores_per_rank * share;
+    c->concurrent_gain = share > 1 && fg > 0 && fg < share ? share / fg : 1;
     for (int d = 0; d < PLAN_NDTYPES; d++) {
         c->peak[d] *= fg, c->attention_rate[d] *= fg;
         for (int k = 0; k < PLAN_GEMM_CLASSES; k++)

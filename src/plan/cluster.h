@@ -63,6 +63,10 @@ typedef struct {
     // cores_per_rank) over cores_per_rank: the model's GEMMs, and its elementwise kernels
     // (0: ideal, ranks_per_node). Barriers and shared caches keep them under the ratio.
     double node_gemm_speedup, node_act_speedup;
+    // Set by plan_cluster_scale_rates: the rank's cores, and how much faster than its
+    // scaled GEMM rates it runs GEMMs one per thread (its experts, matmul_concurrent): the
+    // cores' share over the threaded GEMMs' speedup, 1 where the rank has one core's share.
+    double rank_cores, concurrent_gain;
     // The node's cache a model's whole state stays in between its passes (bytes: the
     // largest working set a stream runs at 1.5x memory_bandwidth or more), and the
     // stream's bytes/s per rank there (0: none measured).

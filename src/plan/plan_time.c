@@ -203,6 +203,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     const double row_bytes = C * (l->a2a_elem_bytes > 0 ? l->a2a_elem_bytes : 4);
     gemm_acc g = {cl, l->dtype, 0, 0}, g32 = {cl, cl->peak[PLAN_FP32] > 0 ? PLAN_FP32 : l->dtype, 0, 0};
     gemm_acc ge = g;
+    int experts_concurrent = 0;
     // Passes of the elementwise kernels over a layer's activations (act_bytes), and of
     // streaming ones (the logits: mem_bytes), and mixed precision's rounding of GEMM
     // operands, activations and weights (round_bytes).
@@ -265,6 +266,8 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
             // the typical expert's rate, not at that of uniformly taller products.
             double Im = c->moe_intermediate_size, rows = keep * Nm * k * EP / E;
             int local = E / EP;
+            // Twice as many local experts as threads: one per thread (matmul_concurrent).
+            experts_concurrent = local >= 2 * cl->rank_cores && cl->rank_cores >= 2;
             gemm(&g32, Nm, C, E, 3 + rec);  // the router: fp32 whatever --dtype says
             gemm(&ge, rows, C, in_mult * Im, (3 + rec) * local);
             gemm(&ge, rows, Im, C, (3 + rec) * local);
@@ -300,6 +303,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     round_bytes += cast * N * C * 3;
     // Mixed precision: every weight rounded once per step into the kernels' copy.
     round_bytes += l->dtype == PLAN_FP32 ? 0 : (double)numel * (4 + (l->dtype == PLAN_FP16 ? 4 : 2)) / micro;
+    if (experts_concurrent && cl->concurrent_gain > 1) ge.gemm_s /= cl->concurrent_gain;
     ge.gemm_s *= imb, ge.flops *= imb;
     r->gemm_dense_s = g.gemm_s + g32.gemm_s - 0;  // head separated below
     r->gemm_expert_s = ge.gemm_s;

@@ -184,7 +184,8 @@ then ok; else bad "optimizer bandwidth: optimizer $q0 s without, $q1 s at half t
 # A rank on more cores than the file's gets the measured speedups, not the core ratio:
 # box.json's node of 2 ranks held by one rank (share 2) with GEMMs x1.5 on the node's
 # cores runs its GEMMs 4/3 as long as with the ideal x2, its elementwise kernels (x1.6)
-# slower too; two ranks a node (share 1) see no change.
+# slower too; two ranks a node (share 1) see no change. Its experts, 16 for 8 cores, run
+# one per thread (matmul_concurrent), each at one core's rate: at the ideal's time.
 python3 - "$HERE/box.json" "$D" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1])); c["node_gemm_speedup"] = 1.5; c["node_activation_speedup"] = 1.6
@@ -197,6 +198,9 @@ sp() { "$BIN" plan --cluster "$D/$1.json" --json --config "$CFG/m2.json" --ranks
 x1=$(sp speedup_ideal 1 gemm_dense_s); y1=$(sp speedup 1 gemm_dense_s)
 x2=$(sp speedup_ideal 2 gemm_expert_s); y2=$(sp speedup 2 gemm_expert_s)
 u1=$(sp speedup_ideal 1 memory_bound_s); v1=$(sp speedup 1 memory_bound_s)
+x3=$(sp speedup_ideal 1 gemm_expert_s); y3=$(sp speedup 1 gemm_expert_s)
+if awk -v a="$x3" -v b="$y3" 'BEGIN { exit !(a > 0 && b / a > 1 - 1e-4 && b / a < 1 + 1e-4) }'
+then ok; else bad "experts one per thread: P=1 $x3 s ideal, $y3 s at x1.5 (equal expected)"; fi
 if awk -v a="$x1" -v b="$y1" -v c="$x2" -v d="$y2" -v e="$u1" -v f="$v1" 'BEGIN { r = 4 / 3
     exit !(a > 0 && b / a > r - 1e-4 && b / a < r + 1e-4 && c > 0 && c == d && f > e && f / e <= 2 / 1.6 + 1e-4) }'
 then ok; else bad "core speedups: GEMMs P=1 $x1 -> $y1 s (x4/3 expected), P=2 $x2 -> $y2 s (equal); memory-bound P=1 $u1 -> $v1 s"; fi
