@@ -167,55 +167,58 @@ static void test_matmul_kinds(gemm_f32_impl impl) {
     kernel_ctx_free(kc);
 }
 
+// The three products of one 300 x 300 x 300 matmul under each of n implementations.
+enum { ROUTE_N = 300 };
+typedef struct {
+    float *x, *w, *dy, *y[3], *dx[3], *dw[3];
+} route_products;
+
+static void route_products_run(route_products *r, const gemm_f32_impl *impls, int n) {
+    const int M = ROUTE_N, K = ROUTE_N, N = ROUTE_N;
+    r->x = random_floats((size_t)M * K), r->w = random_floats((size_t)N * K), r->dy = random_floats((size_t)M * N);
+    for (int i = 0; i < n; i++) {
+        kernel_ctx *kc = kernel_ctx_create(BG_FP32);
+        kernel_ctx_set_gemm_f32(kc, impls[i]);
+        r->y[i] = bg_aligned_alloc(sizeof(float) * M * N);
+        r->dx[i] = bg_aligned_alloc(sizeof(float) * M * K), r->dw[i] = bg_aligned_alloc(sizeof(float) * N * K);
+        memset(r->dx[i], 0, sizeof(float) * M * K), memset(r->dw[i], 0, sizeof(float) * N * K);
+        matmul_forward(kc, r->y[i], r->x, r->w, M, K, N);
+        matmul_backward(kc, r->dx[i], r->dw[i], r->dy, r->x, r->w, M, K, N);
+        kernel_ctx_free(kc);
+    }
+}
+
+static void route_products_free(route_products *r, int n) {
+    for (int i = 0; i < n; i++) free(r->y[i]), free(r->dx[i]), free(r->dw[i]);
+    free(r->x), free(r->w), free(r->dy);
+}
+
 // mixed: the forward and weights products bit for bit the own kernel's, the data
 // product oneDNN's (sums of 300 terms: the two add in different orders, so a wrong
 // route shows).
 static void test_mixed_routes(void) {
-    const int M = 300, K = 300, N = 300;
-    float *x = random_floats((size_t)M * K), *w = random_floats((size_t)N * K), *dy = random_floats((size_t)M * N);
-    float *y[3], *dx[3], *dw[3];
     const gemm_f32_impl impls[3] = {GEMM_F32_OWN, GEMM_F32_ONEDNN, GEMM_F32_MIXED};
-    for (int i = 0; i < 3; i++) {
-        kernel_ctx *kc = kernel_ctx_create(BG_FP32);
-        kernel_ctx_set_gemm_f32(kc, impls[i]);
-        y[i] = bg_aligned_alloc(sizeof(float) * M * N);
-        dx[i] = bg_aligned_alloc(sizeof(float) * M * K), dw[i] = bg_aligned_alloc(sizeof(float) * N * K);
-        memset(dx[i], 0, sizeof(float) * M * K), memset(dw[i], 0, sizeof(float) * N * K);
-        matmul_forward(kc, y[i], x, w, M, K, N);
-        matmul_backward(kc, dx[i], dw[i], dy, x, w, M, K, N);
-        kernel_ctx_free(kc);
-    }
-    const size_t yb = sizeof(float) * M * N, xb = sizeof(float) * M * K, wb = sizeof(float) * N * K;
-    TU_CHECK(memcmp(y[0], y[1], yb) && memcmp(dx[0], dx[1], xb) && memcmp(dw[0], dw[1], wb),
+    route_products r;
+    route_products_run(&r, impls, 3);
+    const size_t b = sizeof(float) * ROUTE_N * ROUTE_N;
+    TU_CHECK(memcmp(r.y[0], r.y[1], b) && memcmp(r.dx[0], r.dx[1], b) && memcmp(r.dw[0], r.dw[1], b),
              "own and oneDNN differ in every kind (else the routes cannot be told apart)");
-    TU_CHECK(!memcmp(y[2], y[0], yb), "mixed: the forward is the own kernel's");
-    TU_CHECK(!memcmp(dx[2], dx[1], xb), "mixed: the data product is oneDNN's");
-    TU_CHECK(!memcmp(dw[2], dw[0], wb), "mixed: the weights product is the own kernel's");
-    for (int i = 0; i < 3; i++) free(y[i]), free(dx[i]), free(dw[i]);
-    free(x), free(w), free(dy);
+    TU_CHECK(!memcmp(r.y[2], r.y[0], b), "mixed: the forward is the own kernel's");
+    TU_CHECK(!memcmp(r.dx[2], r.dx[1], b), "mixed: the data product is oneDNN's");
+    TU_CHECK(!memcmp(r.dw[2], r.dw[0], b), "mixed: the weights product is the own kernel's");
+    route_products_free(&r, 3);
 }
 
 // onednn-t: the forward and data products bit for bit oneDNN's; the weights product
 // checked against the reference by test_matmul_kinds.
 static void test_onednn_t_routes(void) {
-    const int M = 300, K = 300, N = 300;
-    float *x = random_floats((size_t)M * K), *w = random_floats((size_t)N * K), *dy = random_floats((size_t)M * N);
-    float *y[2], *dx[2], *dw[2];
     const gemm_f32_impl impls[2] = {GEMM_F32_ONEDNN, GEMM_F32_ONEDNN_T};
-    for (int i = 0; i < 2; i++) {
-        kernel_ctx *kc = kernel_ctx_create(BG_FP32);
-        kernel_ctx_set_gemm_f32(kc, impls[i]);
-        y[i] = bg_aligned_alloc(sizeof(float) * M * N);
-        dx[i] = bg_aligned_alloc(sizeof(float) * M * K), dw[i] = bg_aligned_alloc(sizeof(float) * N * K);
-        memset(dx[i], 0, sizeof(float) * M * K), memset(dw[i], 0, sizeof(float) * N * K);
-        matmul_forward(kc, y[i], x, w, M, K, N);
-        matmul_backward(kc, dx[i], dw[i], dy, x, w, M, K, N);
-        kernel_ctx_free(kc);
-    }
-    TU_CHECK(!memcmp(y[0], y[1], sizeof(float) * M * N), "onednn-t: the forward is oneDNN's");
-    TU_CHECK(!memcmp(dx[0], dx[1], sizeof(float) * M * K), "onednn-t: the data product is oneDNN's");
-    for (int i = 0; i < 2; i++) free(y[i]), free(dx[i]), free(dw[i]);
-    free(x), free(w), free(dy);
+    route_products r;
+    route_products_run(&r, impls, 2);
+    const size_t b = sizeof(float) * ROUTE_N * ROUTE_N;
+    TU_CHECK(!memcmp(r.y[0], r.y[1], b), "onednn-t: the forward is oneDNN's");
+    TU_CHECK(!memcmp(r.dx[0], r.dx[1], b), "onednn-t: the data product is oneDNN's");
+    route_products_free(&r, 2);
 }
 
 static void test_choice(void) {
