@@ -14,7 +14,10 @@
 #include "kernels/kernels.h"
 
 const char *gemm_f32_impl_name(gemm_f32_impl g) {
-    return g == GEMM_F32_OWN ? "own" : g == GEMM_F32_MIXED ? "mixed" : g == GEMM_F32_ONEDNN_T ? "onednn-t" : "onednn";
+    return g == GEMM_F32_OWN        ? "own"
+           : g == GEMM_F32_MIXED    ? "mixed"
+           : g == GEMM_F32_ONEDNN_T ? "onednn-t"
+                                    : "onednn";
 }
 
 static int gemm_f32_impl_parse(const char *name, gemm_f32_impl *out) {

@@ -396,7 +396,8 @@ static void transpose_rows(float *restrict dst, const float *restrict src, int m
         const int cn = n - c0 < 16 ? n - c0 : 16;
         int r0 = 0;
         if (cn == 16)
-            for (; r0 + 16 <= m; r0 += 16) v16_transpose16(dst + (size_t)c0 * m + r0, (size_t)m, src + (size_t)r0 * n + c0, (size_t)n);
+            for (; r0 + 16 <= m; r0 += 16)
+                v16_transpose16(dst + (size_t)c0 * m + r0, (size_t)m, src + (size_t)r0 * n + c0, (size_t)n);
         for (int c = c0; c < c0 + cn; c++)
             for (int r = (cn == 16 ? r0 : 0); r < m; r++) dst[(size_t)c * m + r] = src[(size_t)r * n + c];
     }
