@@ -18,8 +18,8 @@ cmake --build "$BUILD" --target bench_step kernels_test_bf16_path >/dev/null
 "$BUILD/tests/kernels_test_bf16_path" | grep "this CPU"
 echo "load before: $(uptime)"
 export STEPS=${STEPS:-5} PEER_DEFAULT=0 BENCH_EXTRA="--gemm-alone 1"
-# Without bf16 instructions PyTorch emulates bf16 (M1: 98 s a step on Zen 3): its runs get
-# a budget of 10 minutes each, so fewer steps.
+# Without bf16 instructions PyTorch emulates bf16, tens of times slower (BENCHMARKS.md,
+# issue 19): its runs get a budget of 10 minutes each, so fewer steps.
 grep -qw avx512_bf16 /proc/cpuinfo || export PEER_TUNED_MAX_S=${PEER_TUNED_MAX_S:-600}
 export MODELS=${MODELS:-m1 m2 m3} DTYPES=${DTYPES:-fp32 bf16}
 bench/run_peer.sh "$BUILD"

@@ -19,7 +19,7 @@
 #   PEER_TUNED_ENV=""       extra VAR=value words for the tuned command (e.g. OMP_WAIT_POLICY=PASSIVE)
 #   PEER_DEFAULT=1          0 skips the (slow) default-configuration runs, e.g. for REPEAT=3
 #   PEER_TUNED_MAX_S=0      time budget of one tuned run (0: none), for a peer that emulates
-#                           bf16 (PyTorch on an AVX2 CPU: 98 s per M1 step on Zen 3)
+#                           bf16 (PyTorch on an AVX2-only CPU)
 # Never a timed test: the figures depend on what else runs on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -66,7 +66,7 @@ static void run(ffn_act act, bg_dtype p) {
     }
     // The same GEMMs on the same rounded operands; only oneDNN's split of a GEMM between
     // threads may reorder sums: over up to 101 rows, K·2^-24 of the terms' magnitudes,
-    // more of a result where they cancel (AVX2's kernels: 2e-5 of it on Zen 3).
+    // more of a result where they cancel (AVX2's kernels split differently from AVX-512's).
     const double rtol = 1e-4;
     char what[64];
     snprintf(what, sizeof what, "%s %s y", act == FFN_SWIGLU ? "swiglu" : "gelu", bg_dtype_name(p));

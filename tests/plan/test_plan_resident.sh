@@ -8,11 +8,9 @@
 # scratch is never written but for the first 2 MiB page, where rank 0 holds the scalar
 # all-reduces' parts: 30 MiB not resident). Zen 5: 365.6 MiB grown against 365.6
 # expected at P = 1, 312.7 against 311.6 at P = 2; without the tails P = 1 is 9.7 MiB
-# under, and counting the whole scratch P = 2 is 20 MiB over. Zen 3 (AVX2): 366.5
-# against 365.6 at P = 1, 314.5 against 311.6 at P = 2, where the planned huge blocks
-# are resident to the page (324.0 MiB in rank 0's smaps, 324.0 planned) and rank 0's
-# heap and oneDNN's pages grow 3 MiB besides. Skipped (77) where the kernel gives no
-# transparent huge pages.
+# under, and counting the whole scratch P = 2 is 20 MiB over. On AVX2 (Zen 3) rank 0's
+# heap and oneDNN's pages grow a few MiB besides the planned blocks (BENCHMARKS.md, issue
+# 17). Skipped (77) where the kernel gives no transparent huge pages.
 BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
 grep -q '\[never\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null && exit 77
