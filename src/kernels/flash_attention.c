@@ -328,7 +328,7 @@ static void fa_forward_block(float *out, float *lse, const fa_ops *o, int b, int
     }
     float *lrow = lse + ((size_t)b * NH + h) * T + q0;
     float *O = Qt;  // Qt is done with: it takes O row-major, (nq, hs)
-    transpose_block(O, hs, Ot, FA_B, hs, nq);
+    v16_transpose_block(O, hs, Ot, FA_B, hs, nq);
     for (int r = 0; r < nq; r++) {
         lrow[r] = m[r] + logf(l[r]);
         const float inv = 1.0f / l[r];
@@ -369,7 +369,7 @@ void flash_attention_forward(const kernel_ctx *kc, float *out, float *lse, float
 // Both backward schedules end with it, so they add the same numbers the same way.
 static void add_transposed(float *dst, size_t ld, float *G, const float *Gt, int n, int hs,
                            float scale) {
-    transpose_block(G, hs, Gt, FA_B, hs, n);
+    v16_transpose_block(G, hs, Gt, FA_B, hs, n);
     for (int r = 0; r < n; r++) {
         float *y = dst + (size_t)r * ld;
         const float *g = G + (size_t)r * hs;

@@ -104,23 +104,6 @@ static void tile_xtw(float *restrict Zt, const float *restrict X, size_t ldx,
     }
 }
 
-// dst[c·ldd + r] = src[r·lds + c] for r < rows, c < cols: 16 × 16 blocks in registers,
-// the edges one by one. The tiles change between row-major and transposed layouts at
-// every pack and write-back; done one float at a time, the strided side misses L1.
-static void transpose_block(float *restrict dst, size_t ldd, const float *restrict src,
-                            size_t lds, int rows, int cols) {
-    int r0 = 0;
-    for (; r0 + 16 <= rows; r0 += 16) {
-        int c0 = 0;
-        for (; c0 + 16 <= cols; c0 += 16)
-            v16_transpose16(dst + (size_t)c0 * ldd + r0, ldd, src + (size_t)r0 * lds + c0, lds);
-        for (int r = r0; r < r0 + 16; r++)
-            for (int c = c0; c < cols; c++) dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
-    }
-    for (int r = r0; r < rows; r++)
-        for (int c = 0; c < cols; c++) dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
-}
-
 // Packs n rows of hs floats (row stride ld), transposed, into Yt (hs, FA_B); columns
 // n..FA_B-1 are zero, so padded lanes compute harmless zeros.
 static void pack_transposed(float *restrict Yt, const float *restrict src, size_t ld, int n,
@@ -129,7 +112,7 @@ static void pack_transposed(float *restrict Yt, const float *restrict src, size_
         float *y = Yt + (size_t)d * FA_B;
         for (int r = n; r < FA_B; r++) y[r] = 0.0f;
     }
-    transpose_block(Yt, FA_B, src, ld, n, hs);
+    v16_transpose_block(Yt, FA_B, src, ld, n, hs);
 }
 
 // ---- bf16 tile products ---------------------------------------------------------

@@ -382,25 +382,18 @@ static void own_run(kernel_ctx *kc, int kind, float *c, const float *a, const fl
 }
 
 // onednn-t: oneDNN 2.6's AVX2 sgemm runs a weights product, whose A is dout read
-// transposed, at half the rate of the same product on a row-major A (doutᵀ M x N
-// = 1024 x 512: 39 against 91 GFLOP/s on one Zen 3 core), so dout is transposed first
-// where the copy is small: the experts' (M1: 0.5 M floats), not the LM head's logits.
-// The copy is a workspace the planner does not count: 4 MiB a thread at most.
+// transposed, at about half the rate of the same product on a row-major A
+// (BENCHMARKS.md, issue 19), so dout is transposed first where the copy is small: the
+// experts', not the LM head's logits. The copy is a workspace the planner does not
+// count, hence the bound.
 enum { TRANSPOSE_MAX_FLOATS = 1 << 20 };
 
-// dst (n, m) = src (m, n)ᵀ, 16 x 16 blocks in registers; the team's threads share the
-// column blocks when called from outside a parallel region.
+// dst (n, m) = src (m, n)ᵀ; the team's threads share the column blocks when called from
+// outside a parallel region.
 static void transpose_rows(float *restrict dst, const float *restrict src, int m, int n) {
     #pragma omp parallel for schedule(static) if (!omp_in_parallel() && (size_t)m * n >= (1u << 16))
-    for (int c0 = 0; c0 < n; c0 += 16) {
-        const int cn = n - c0 < 16 ? n - c0 : 16;
-        int r0 = 0;
-        if (cn == 16)
-            for (; r0 + 16 <= m; r0 += 16)
-                v16_transpose16(dst + (size_t)c0 * m + r0, (size_t)m, src + (size_t)r0 * n + c0, (size_t)n);
-        for (int c = c0; c < c0 + cn; c++)
-            for (int r = (cn == 16 ? r0 : 0); r < m; r++) dst[(size_t)c * m + r] = src[(size_t)r * n + c];
-    }
+    for (int c0 = 0; c0 < n; c0 += 16)
+        v16_transpose_block(dst + (size_t)c0 * m, (size_t)m, src + c0, (size_t)n, m, n - c0 < 16 ? n - c0 : 16);
 }
 
 static void gemm_run(kernel_ctx *kc, int kind, dnnl_data_type_t dt, float *c, const void *a,

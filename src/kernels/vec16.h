@@ -126,4 +126,20 @@ static inline void v16_transpose16(float *dst, size_t ldd, const float *src, siz
 
 #endif
 
+// dst[c·ldd + r] = src[r·lds + c] for r < rows, c < cols: 16 × 16 blocks in registers,
+// the edges one by one (done one float at a time, the strided side misses L1).
+static inline void v16_transpose_block(float *restrict dst, size_t ldd, const float *restrict src,
+                                       size_t lds, int rows, int cols) {
+    int r0 = 0;
+    for (; r0 + 16 <= rows; r0 += 16) {
+        int c0 = 0;
+        for (; c0 + 16 <= cols; c0 += 16)
+            v16_transpose16(dst + (size_t)c0 * ldd + r0, ldd, src + (size_t)r0 * lds + c0, lds);
+        for (int r = r0; r < r0 + 16; r++)
+            for (int c = c0; c < cols; c++) dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
+    }
+    for (int r = r0; r < rows; r++)
+        for (int c = 0; c < cols; c++) dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
+}
+
 #endif
