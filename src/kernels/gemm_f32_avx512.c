@@ -6,12 +6,8 @@
 // copied by the callers. Edge tiles use the same kernel on zero-padded panels with
 // masked C accesses, so every element takes the same arithmetic path.
 //
-// Sizes: an A micro-panel (MR x KC floats) stays in the 48 KiB L1d while the B panels of
-// a KC x NC block (in the 2 MiB L2) stream past it, so consecutive tiles write the same
-// C rows left to right (the hardware prefetchers follow them; with tiles stacked down a
-// wide C, as for the LM head's logits, every tile's rows were cold and pages apart). KC
-// is fixed, never derived from the shape: it sets each element's summation order
-// (gemm_f32.h).
+// Sizes (the loops: gemm_f32_blocking.h): an A micro-panel (MR x KC floats) stays in the
+// 48 KiB L1d while the B panels of a KC x NC block (in the 2 MiB L2) stream past it.
 #include "kernels/gemm_f32.h"
 
 #include <cpuid.h>
@@ -38,9 +34,9 @@
 #define A_FLOATS ((size_t)MC * KC)
 #define B_FLOATS ((size_t)KC * NC)
 
-size_t gemm_f32_scratch_floats(void) { return A_FLOATS + B_FLOATS; }
+size_t gemm_f32_avx512_scratch_floats(void) { return A_FLOATS + B_FLOATS; }
 
-int gemm_f32_supported(void) {
+int gemm_f32_avx512_supported(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
     if (!((b >> 16) & 1)) return 0;
@@ -216,58 +212,7 @@ static TARGET void kernel_14x32(int kc, const float *restrict a, const float *re
 #undef ROWS
 }
 
-// ---- blocking and threads -----------------------------------------------------------
+#define MICRO_KERNEL kernel_14x32
+#include "kernels/gemm_f32_blocking.h"
 
-// The whole product on the calling thread, packing into its own scratch.
-static TARGET void gemm_alone(const gemm_f32_args *g, float *scratch) {
-    float *apack = scratch, *bpack = scratch + A_FLOATS;
-    const int M = g->M, N = g->N, K = g->K;
-    for (int jc = 0; jc < N; jc += NC) {
-        const int nc = imin(NC, N - jc), npanels = (nc + NR - 1) / NR;
-        for (int pc = 0; pc < K; pc += KC) {
-            const int kc = imin(KC, K - pc), add = pc > 0 || g->accumulate;
-            for (int p = 0; p < npanels; p++)
-                pack_b_panel(bpack + (size_t)p * kc * NR, g, pc, kc, jc + p * NR, imin(NR, nc - p * NR));
-            for (int ic = 0; ic < M; ic += MC) {
-                const int mc = imin(MC, M - ic);
-                pack_a_block(apack, g, ic, mc, pc, kc);
-                for (int i = 0; i < mc; i += MR)
-                    for (int p = 0; p < npanels; p++) {
-                        const int j = jc + p * NR;
-                        kernel_14x32(kc, apack + (size_t)i * kc, bpack + (size_t)p * kc * NR,
-                                     g->c + (ptrdiff_t)(ic + i) * g->ldc + j, g->ldc,
-                                     imin(MR, mc - i), imin(NR, nc - p * NR), add);
-                    }
-            }
-        }
-    }
-}
-
-// Thread t of T takes a contiguous share of C's rows (in MR panels) or columns (in NR
-// panels), whichever repacks less: each thread packs the whole of the other operand.
-// No barrier inside: on a shared machine a descheduled partner then costs only the
-// final join. The split moves no element's summation order.
-static void gemm_share(const gemm_f32_args *g, float *scratch, int t, int T) {
-    gemm_f32_args s = *g;
-    if (g->M >= g->N) {
-        const int panels = (g->M + MR - 1) / MR;
-        const int r0 = (int)((long)panels * t / T) * MR, r1 = imin(g->M, (int)((long)panels * (t + 1) / T) * MR);
-        s.M = r1 - r0, s.a += r0 * g->a_rs, s.c += r0 * g->ldc;
-    } else {
-        const int panels = (g->N + NR - 1) / NR;
-        const int c0 = (int)((long)panels * t / T) * NR, c1 = imin(g->N, (int)((long)panels * (t + 1) / T) * NR);
-        s.N = c1 - c0, s.b += c0 * g->b_cs, s.c += c0;
-    }
-    if (s.M > 0 && s.N > 0) gemm_alone(&s, scratch);
-}
-
-void gemm_f32_avx512(const gemm_f32_args *g, float *const *scratch, int threads) {
-    BG_ASSERT(g->M >= 0 && g->N >= 0 && g->K > 0);
-    if (g->M == 0 || g->N == 0) return;
-    if (threads <= 1 || omp_in_parallel()) {
-        gemm_alone(g, scratch[0]);
-        return;
-    }
-    #pragma omp parallel num_threads(threads)
-    gemm_share(g, scratch[omp_get_thread_num()], omp_get_thread_num(), omp_get_num_threads());
-}
+GEMM_F32_ENTRY(gemm_f32_avx512)

@@ -39,7 +39,7 @@ gemm_f32_impl gemm_f32_impl_for(const cpu_identity *id) {
 static gemm_f32_impl cpu_choice(void) {
     cpu_identity id;
     cpu_identity_detect(&id);
-    id.avx512f = gemm_f32_supported();  // the cpuid bit and the OS saving the zmm state
+    id.avx512f = gemm_f32_avx512_supported();  // the cpuid bit and the OS saving the zmm state
     return gemm_f32_impl_for(&id);
 }
 
@@ -49,7 +49,7 @@ int gemm_f32_impl_select(gemm_f32_impl *out) {
         if (gemm_f32_impl_parse(env, out) != 0)
             return bg_error("BAGUALU_GEMM must be own, mixed, onednn or onednn-t, not \"%s\"", env);
         if ((*out == GEMM_F32_OWN || *out == GEMM_F32_MIXED) && !gemm_f32_supported())
-            return bg_error("BAGUALU_GEMM=%s needs a CPU with AVX-512F", env);
+            return bg_error("BAGUALU_GEMM=%s needs a CPU with AVX-512F or AVX2 and FMA", env);
         return BG_OK;
     }
     *out = cpu_choice();

@@ -378,7 +378,7 @@ static void own_run(kernel_ctx *kc, int kind, float *c, const float *a, const fl
         g = (gemm_f32_args){N, K, M, a, 1, N, b, K, 1, c, K, kind == GEMM_BWD_WEIGHTS};
         break;
     }
-    gemm_f32_avx512(&g, kc->own_scratch + t, threads);
+    gemm_f32(&g, kc->own_scratch + t, threads);
 }
 
 // onednn-t: oneDNN 2.6's AVX2 sgemm runs a weights product, whose A is dout read

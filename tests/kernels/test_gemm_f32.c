@@ -1,13 +1,14 @@
-// The own AVX-512 f32 GEMM (kernels/gemm_f32.h) and the choice between it and oneDNN:
+// The own f32 GEMM (kernels/gemm_f32.h: AVX-512 and AVX2) and the choice between it and oneDNN:
 // - direct calls over many odd shapes (1..~300), every operand layout (row- or
 //   column-major, padded strides), C written and added, against a double-precision
 //   reference with test_matmul.c's bound;
 // - determinism: a row (a column) of C is bitwise the same whether computed with the
-//   rest of C or alone, and for 1, 2 and 3 threads;
+//   rest of C or alone, and for 1, 2 and 3 threads; each kernel the CPU runs (AVX-512,
+//   AVX2) gives bitwise the sums of the documented order, done one fmaf at a time;
 // - the three matmul kinds through matmul.c with each implementation forced;
 // - the choice rule and BAGUALU_GEMM's parsing.
 // The own kernel's parts run under --own (kernels/test_gemm_f32_own), a skip (77)
-// without AVX-512F; the rest (the rule, oneDNN and onednn-t) everywhere.
+// without AVX-512F or AVX2 with FMA; the rest (the rule, oneDNN and onednn-t) everywhere.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,7 +81,7 @@ static void check_spec(const spec *s) {
              s->b_trans ? "ᵀ" : "", s->pad, s->accumulate ? "+=" : "=");
     for (int threads = 1; threads <= THREADS; threads++) {
         memcpy(c, c0, cn * sizeof(float));
-        gemm_f32_avx512(&g, g_scratch, threads);
+        gemm_f32(&g, g_scratch, threads);
         if (threads == 1) {
             check_against_reference(what, &g, c0);
             memcpy(c1, c, cn * sizeof(float));
@@ -111,6 +112,52 @@ static void test_shapes(void) {
     check_spec(&(spec){700, 37, 300, 1, 0, 1, 1});
 }
 
+// C by gemm_f32.h's order, scalar: per element, blocks of GEMM_F32_KC in order, each an
+// fmaf chain from zero, added onto C (or, first and not accumulating, written).
+static void fixed_order_reference(const gemm_f32_args *g, float *c) {
+    for (int i = 0; i < g->M; i++)
+        for (int j = 0; j < g->N; j++) {
+            float acc = c[i * g->ldc + j];
+            for (int p0 = 0; p0 < g->K; p0 += GEMM_F32_KC) {
+                float s = 0.0f;
+                for (int k = p0; k < g->K && k < p0 + GEMM_F32_KC; k++)
+                    s = fmaf(g->a[i * g->a_rs + k * g->a_cs], g->b[k * g->b_rs + j * g->b_cs], s);
+                acc = p0 == 0 && !g->accumulate ? s : acc + s;
+            }
+            c[i * g->ldc + j] = acc;
+        }
+}
+
+// Each kernel this CPU runs, bit for bit the scalar order: so the AVX-512 and the AVX2
+// kernels agree with each other, whichever machine a run resumes on.
+static void test_fixed_order(void) {
+    static const spec specs[] = {{23, 37, 2 * GEMM_F32_KC + 19, 0, 0, 0, 0}, {9, 70, 300, 1, 1, 3, 1},
+                                 {40, 5, 257, 0, 1, 0, 1}, {130, 33, 64, 1, 0, 3, 0}};
+    void (*const kernels[2])(const gemm_f32_args *, float *const *, int) = {gemm_f32_avx512, gemm_f32_avx2};
+    const int runs[2] = {gemm_f32_avx512_supported(), gemm_f32_avx2_supported()};
+    for (int q = 0; q < 4; q++) {
+        const spec *s = &specs[q];
+        const size_t an = (size_t)(s->M + s->pad) * (s->K + s->pad), bn = (size_t)(s->K + s->pad) * (s->N + s->pad);
+        const size_t cn = (size_t)s->M * (s->N + s->pad);
+        float *a = random_floats(an), *b = random_floats(bn), *c0 = random_floats(cn);
+        float *want = bg_aligned_alloc(cn * sizeof(float)), *got = bg_aligned_alloc(cn * sizeof(float));
+        gemm_f32_args g;
+        layout(s, &g, a, b, want);
+        memcpy(want, c0, cn * sizeof(float));
+        fixed_order_reference(&g, want);
+        for (int v = 0; v < 2; v++) {
+            if (!runs[v]) continue;
+            memcpy(got, c0, cn * sizeof(float));
+            g.c = got;
+            kernels[v](&g, g_scratch, 2);
+            for (int i = 0; i < s->M; i++)
+                TU_CHECK(!memcmp(got + (size_t)i * g.ldc, want + (size_t)i * g.ldc, sizeof(float) * s->N),
+                         "%s kernel, spec %d, row %d: not the documented summation order", v ? "AVX2" : "AVX-512", q, i);
+        }
+        free(a), free(b), free(c0), free(want), free(got);
+    }
+}
+
 // Rows [r0,r1) and columns [c0,c1) of C computed alone equal those of the whole C,
 // bitwise: no element's sum depends on M, N or the tile it falls in.
 static void test_rows_independent(void) {
@@ -119,19 +166,19 @@ static void test_rows_independent(void) {
     float *c = bg_aligned_alloc(sizeof(float) * M * N), *part = bg_aligned_alloc(sizeof(float) * M * N);
     for (int trans = 0; trans < 2; trans++) {
         gemm_f32_args g = {M, N, K, a, trans ? 1 : K, trans ? M : 1, b, N, 1, c, N, 0};
-        gemm_f32_avx512(&g, g_scratch, 1);
+        gemm_f32(&g, g_scratch, 1);
         static const int cuts[][2] = {{0, 1}, {5, 6}, {3, 20}, {13, 41}, {100, 157}};
         for (int q = 0; q < 5; q++) {
             const int r0 = cuts[q][0], r1 = cuts[q][1];
             gemm_f32_args rows = g;
             rows.M = r1 - r0, rows.a = a + (size_t)r0 * g.a_rs, rows.c = part;
-            gemm_f32_avx512(&rows, g_scratch, 2);
+            gemm_f32(&rows, g_scratch, 2);
             TU_CHECK(!memcmp(part, c + (size_t)r0 * N, sizeof(float) * (r1 - r0) * N),
                      "rows %d..%d alone differ from the whole product (A%s)", r0, r1, trans ? "ᵀ" : "");
             const int c0 = r0 % N, c1 = r1 % N > c0 ? r1 % N : N;
             gemm_f32_args cols = g;
             cols.N = c1 - c0, cols.b = b + c0, cols.c = part, cols.ldc = c1 - c0;
-            gemm_f32_avx512(&cols, g_scratch, 1);
+            gemm_f32(&cols, g_scratch, 1);
             for (int i = 0; i < M; i++)
                 TU_CHECK(!memcmp(part + (size_t)i * (c1 - c0), c + (size_t)i * N + c0, sizeof(float) * (c1 - c0)),
                          "columns %d..%d alone differ in row %d", c0, c1, i);
@@ -243,11 +290,11 @@ static void test_choice(void) {
     TU_CHECK(gemm_f32_impl_select(&g) == BG_ERR && strstr(bg_last_error(), "BAGUALU_GEMM"),
              "a bad BAGUALU_GEMM is an error naming it");
     setenv("BAGUALU_GEMM", "own", 1);
-    TU_CHECK((gemm_f32_impl_select(&g) == BG_OK) == gemm_f32_supported(), "BAGUALU_GEMM=own needs AVX-512F");
+    TU_CHECK((gemm_f32_impl_select(&g) == BG_OK) == gemm_f32_supported(), "BAGUALU_GEMM=own needs AVX-512F or AVX2");
     setenv("BAGUALU_GEMM", "mixed", 1);
     TU_CHECK((gemm_f32_impl_select(&g) == BG_OK) == gemm_f32_supported() &&
                  (!gemm_f32_supported() || g == GEMM_F32_MIXED),
-             "BAGUALU_GEMM=mixed needs AVX-512F");
+             "BAGUALU_GEMM=mixed needs AVX-512F or AVX2");
     unsetenv("BAGUALU_GEMM");
     TU_CHECK(gemm_f32_impl_select(&g) == BG_OK && g == gemm_f32_impl_default(), "unset: the CPU's choice");
 }
@@ -262,7 +309,7 @@ int main(int argc, char **argv) {
         return tu_finish("kernels/test_gemm_f32");
     }
     if (!gemm_f32_supported()) {
-        printf("kernels/test_gemm_f32 --own: no AVX-512F here: the own GEMM is not tested\n");
+        printf("kernels/test_gemm_f32 --own: neither AVX-512F nor AVX2 with FMA here: the own GEMM is not tested\n");
         return 77;
     }
     for (int t = 0; t < THREADS; t++) g_scratch[t] = bg_aligned_alloc(gemm_f32_scratch_floats() * sizeof(float));
@@ -271,6 +318,7 @@ int main(int argc, char **argv) {
     test_mixed_routes();
     test_shapes();
     test_rows_independent();
+    test_fixed_order();
     for (int t = 0; t < THREADS; t++) free(g_scratch[t]);
     return tu_finish("kernels/test_gemm_f32 --own");
 }
