@@ -1,9 +1,10 @@
-// Which f32 GEMM the matmul runs: bagualu's own AVX-512 kernel (gemm_f32_avx512.c) on
-// Intel CPUs with AVX-512F, where it beats oneDNN 2.6's f32 GEMM at the model's shapes
-// (BENCHMARKS.md, issue 19); on AMD Zen 5 the own kernel for the forward and weights
-// products and oneDNN for the data products, each the faster there over GPT-2's and
-// M1's steps; oneDNN elsewhere (Zen 4 included: not measured with the own kernel), with
-// the weights products on a transposed dout where the CPU lacks AVX-512 (matmul.c).
+// Which f32 GEMM the matmul runs: bagualu's own kernel (gemm_f32.h) on Intel CPUs with
+// AVX-512F and on CPUs with AVX2 and FMA but not AVX-512 (AMD Zen 3), where it beats
+// oneDNN 2.6's f32 GEMM at the model's shapes (BENCHMARKS.md, issue 19); on AMD Zen 5
+// the own kernel for the forward and weights products and oneDNN for the data products,
+// each the faster there over GPT-2's and M1's steps; oneDNN elsewhere (Zen 4 included:
+// not measured with the own kernel), with the weights products on a transposed dout
+// where the CPU has neither AVX-512 nor AVX2 (matmul.c).
 // Decided from the CPU's identity alone, never by timing, so a run and its resume sum
 // in the same order; BAGUALU_GEMM=own|mixed|onednn|onednn-t forces one for tests and benchmarks.
 #include <stdlib.h>
@@ -30,7 +31,7 @@ static int gemm_f32_impl_parse(const char *name, gemm_f32_impl *out) {
 }
 
 gemm_f32_impl gemm_f32_impl_for(const cpu_identity *id) {
-    if (!id->avx512f) return GEMM_F32_ONEDNN_T;
+    if (!id->avx512f) return id->avx2_fma ? GEMM_F32_OWN : GEMM_F32_ONEDNN_T;
     if (!strcmp(id->vendor, "GenuineIntel")) return GEMM_F32_OWN;
     if (!strcmp(id->vendor, "AuthenticAMD") && id->family == 26) return GEMM_F32_MIXED;
     return GEMM_F32_ONEDNN;
@@ -40,6 +41,7 @@ static gemm_f32_impl cpu_choice(void) {
     cpu_identity id;
     cpu_identity_detect(&id);
     id.avx512f = gemm_f32_avx512_supported();  // the cpuid bit and the OS saving the zmm state
+    id.avx2_fma = gemm_f32_avx2_supported();
     return gemm_f32_impl_for(&id);
 }
 

@@ -57,6 +57,7 @@ typedef struct {
     int family, model;  // display family and model (extended fields folded in)
     int avx512f, avx512_bf16;
     int amx_bf16;  // AMX bf16 tiles, enabled by the OS
+    int avx2_fma;  // AVX2 and FMA, the ymm state saved by the OS
 } cpu_identity;
 void cpu_identity_detect(cpu_identity *id);  // this CPU, by cpuid
 bf16_path bf16_path_for(const cpu_identity *id);  // the table

@@ -269,14 +269,16 @@ static void test_onednn_t_routes(void) {
 }
 
 static void test_choice(void) {
-    const cpu_identity intel = {"GenuineIntel", 6, 207, 1, 1, 0}, intel_avx2 = {"GenuineIntel", 6, 85, 0, 0, 0};
-    const cpu_identity zen4 = {"AuthenticAMD", 25, 17, 1, 1, 0}, zen5 = {"AuthenticAMD", 26, 2, 1, 1, 0};
-    const cpu_identity zen5_no512 = {"AuthenticAMD", 26, 2, 0, 0, 0};
-    const cpu_identity zen3 = {"AuthenticAMD", 25, 1, 0, 0, 0};
-    TU_CHECK(gemm_f32_impl_for(&intel) == GEMM_F32_OWN && gemm_f32_impl_for(&intel_avx2) == GEMM_F32_ONEDNN_T &&
+    const cpu_identity intel = {"GenuineIntel", 6, 207, 1, 1, 0, 1}, intel_avx2 = {"GenuineIntel", 6, 85, 0, 0, 0, 1};
+    const cpu_identity zen4 = {"AuthenticAMD", 25, 17, 1, 1, 0, 1}, zen5 = {"AuthenticAMD", 26, 2, 1, 1, 0, 1};
+    const cpu_identity zen5_no512 = {"AuthenticAMD", 26, 2, 0, 0, 0, 1};
+    const cpu_identity zen3 = {"AuthenticAMD", 25, 1, 0, 0, 0, 1}, no_avx2 = {"GenuineIntel", 6, 58, 0, 0, 0, 0};
+    TU_CHECK(gemm_f32_impl_for(&intel) == GEMM_F32_OWN && gemm_f32_impl_for(&intel_avx2) == GEMM_F32_OWN &&
                  gemm_f32_impl_for(&zen4) == GEMM_F32_ONEDNN && gemm_f32_impl_for(&zen5) == GEMM_F32_MIXED &&
-                 gemm_f32_impl_for(&zen5_no512) == GEMM_F32_ONEDNN_T && gemm_f32_impl_for(&zen3) == GEMM_F32_ONEDNN_T,
-             "the rule: own on Intel with AVX-512F, mixed on Zen 5, oneDNN on Zen 4, onednn-t without AVX-512F");
+                 gemm_f32_impl_for(&zen5_no512) == GEMM_F32_OWN && gemm_f32_impl_for(&zen3) == GEMM_F32_OWN &&
+                 gemm_f32_impl_for(&no_avx2) == GEMM_F32_ONEDNN_T,
+             "the rule: own on Intel with AVX-512F and with AVX2 alone, mixed on Zen 5, oneDNN on Zen 4, "
+             "onednn-t without AVX2");
     gemm_f32_impl g;
     setenv("BAGUALU_GEMM", "onednn", 1);
     TU_CHECK(gemm_f32_impl_select(&g) == BG_OK && g == GEMM_F32_ONEDNN, "BAGUALU_GEMM=onednn");
