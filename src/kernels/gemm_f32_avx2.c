@@ -5,6 +5,7 @@
 // repacking A for every block cost more than streaming B from L3 (BENCHMARKS.md).
 // Each C element is the same FMA chain as in the AVX-512 kernel: the same bits.
 #include "kernels/gemm_f32.h"
+#include "kernels/gemm_f32_pack.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -99,25 +100,14 @@ static TARGET void pack_transposed(float *dst, ptrdiff_t dst_stride, const float
 
 static TARGET void pack_a_panel(float *dst, const gemm_f32_args *g, int i0, int mr, int p0, int kc) {
     const float *a = g->a + i0 * g->a_rs + p0 * g->a_cs;
-    if (g->a_cs == 1) {
-        pack_transposed(dst, MR, a, g->a_rs, mr, kc, MR);
-    } else {
-        for (int k = 0; k < kc; k++)
-            for (int i = 0; i < MR; i++)
-                dst[k * MR + i] = i < mr ? a[i * g->a_rs + k * g->a_cs] : 0.0f;
-    }
+    if (g->a_cs == 1) pack_transposed(dst, MR, a, g->a_rs, mr, kc, MR);
+    else gemm_f32_pack_strided(dst, MR, a, g->a_rs, g->a_cs, mr, kc);
 }
 
-// The MC x KC block of A into its MR panels; a contiguous k-column (A read transposed)
-// is packed k by k across all the panels, each source row read as one run.
-static TARGET void pack_a_block(float *apack, const gemm_f32_args *g, int ic, int mc, int pc, int kc) {
-    if (g->a_rs != 1) {
-        for (int i = 0; i < mc; i += MR)
-            pack_a_panel(apack + (size_t)i * kc, g, ic + i, imin(MR, mc - i), pc, kc);
-        return;
-    }
-    // A store's 2 lanes past MR land on the next k's floats, written after them; the
-    // last k's would land on the next panel, written before, so it is masked.
+// The MC x KC block of A, whose k-columns are contiguous, into its MR panels. A store's
+// 2 lanes past MR land on the next k's floats, written after them; the last k's would
+// land on the next panel, written before, so it is masked.
+static TARGET void pack_a_columns(float *apack, const gemm_f32_args *g, int ic, int mc, int pc, int kc) {
     const float *a = g->a + ic + pc * g->a_cs;
     const __m256i last = mask_of(MR);
     for (int k = 0; k < kc; k++) {
@@ -136,7 +126,12 @@ static TARGET void pack_a_block(float *apack, const gemm_f32_args *g, int ic, in
 static TARGET void pack_b_panel(float *dst, const gemm_f32_args *g, int p0, int kc, int j0, int nr) {
     const float *b = g->b + p0 * g->b_rs + j0 * g->b_cs;
     const __m256i m0 = mask_of(nr), m1 = mask_of(nr - 8);
-    if (g->b_cs == 1) {
+    if (g->b_cs == 1 && nr == NR) {
+        for (int k = 0; k < kc; k++) {
+            _mm256_store_ps(dst + k * NR, _mm256_loadu_ps(b + k * g->b_rs));
+            _mm256_store_ps(dst + k * NR + 8, _mm256_loadu_ps(b + k * g->b_rs + 8));
+        }
+    } else if (g->b_cs == 1) {
         for (int k = 0; k < kc; k++) {
             _mm256_store_ps(dst + k * NR, _mm256_maskload_ps(b + k * g->b_rs, m0));
             _mm256_store_ps(dst + k * NR + 8, _mm256_maskload_ps(b + k * g->b_rs + 8, m1));
@@ -145,9 +140,7 @@ static TARGET void pack_b_panel(float *dst, const gemm_f32_args *g, int p0, int 
         pack_transposed(dst, NR, b, g->b_cs, imin(nr, 8), kc, 0);
         pack_transposed(dst + 8, NR, b + 8 * g->b_cs, g->b_cs, nr - 8, kc, 0);
     } else {
-        for (int k = 0; k < kc; k++)
-            for (int j = 0; j < NR; j++)
-                dst[k * NR + j] = j < nr ? b[k * g->b_rs + j * g->b_cs] : 0.0f;
+        gemm_f32_pack_strided(dst, NR, b, g->b_cs, g->b_rs, nr, kc);
     }
 }
 

@@ -9,6 +9,7 @@
 // Sizes (the loops: gemm_f32_blocking.h): an A micro-panel (MR x KC floats) stays in the
 // 48 KiB L1d while the B panels of a KC x NC block (in the 2 MiB L2) stream past it.
 #include "kernels/gemm_f32.h"
+#include "kernels/gemm_f32_pack.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -111,25 +112,13 @@ static TARGET void pack_transposed(float *dst, ptrdiff_t dst_stride, __mmask16 s
 static TARGET void pack_a_panel(float *dst, const gemm_f32_args *g, int i0, int mr, int p0, int kc) {
     const float *a = g->a + i0 * g->a_rs + p0 * g->a_cs;
     const __mmask16 store = mask_of(MR);
-    if (g->a_cs == 1) {  // rows contiguous: transpose 16 x 16 blocks
-        pack_transposed(dst, MR, store, a, g->a_rs, mr, kc, MR);
-    } else {
-        for (int k = 0; k < kc; k++)
-            for (int i = 0; i < MR; i++)
-                dst[k * MR + i] = i < mr ? a[i * g->a_rs + k * g->a_cs] : 0.0f;
-    }
+    if (g->a_cs == 1) pack_transposed(dst, MR, store, a, g->a_rs, mr, kc, MR);  // 16 x 16 blocks
+    else gemm_f32_pack_strided(dst, MR, a, g->a_rs, g->a_cs, mr, kc);
 }
 
-// The MC x KC block of A into its MR panels. When a k-column of A is contiguous (A read
-// transposed: the LM head's logits gradient in its weights product, rows pages apart),
-// the block is packed k by k across all its panels, so that each source row is read as
-// one contiguous run, with the rows ahead prefetched, instead of MR floats of it per panel.
-static TARGET void pack_a_block(float *apack, const gemm_f32_args *g, int ic, int mc, int pc, int kc) {
-    if (g->a_rs != 1) {
-        for (int i = 0; i < mc; i += MR)
-            pack_a_panel(apack + (size_t)i * kc, g, ic + i, imin(MR, mc - i), pc, kc);
-        return;
-    }
+// The MC x KC block of A, whose k-columns are contiguous, into its MR panels
+// (gemm_f32_blocking.h's pack_a_block).
+static TARGET void pack_a_columns(float *apack, const gemm_f32_args *g, int ic, int mc, int pc, int kc) {
     const __mmask16 store = mask_of(MR);
     const float *a = g->a + ic + pc * g->a_cs;
     for (int k = 0; k < kc; k++) {
@@ -156,9 +145,7 @@ static TARGET void pack_b_panel(float *dst, const gemm_f32_args *g, int p0, int 
         pack_transposed(dst, NR, 0xffff, b, g->b_cs, imin(nr, 16), kc, 0);
         pack_transposed(dst + 16, NR, 0xffff, b + 16 * g->b_cs, g->b_cs, nr - 16, kc, 0);
     } else {
-        for (int k = 0; k < kc; k++)
-            for (int j = 0; j < NR; j++)
-                dst[k * NR + j] = j < nr ? b[k * g->b_rs + j * g->b_cs] : 0.0f;
+        gemm_f32_pack_strided(dst, NR, b, g->b_cs, g->b_rs, nr, kc);
     }
 }
 

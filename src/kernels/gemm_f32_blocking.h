@@ -1,13 +1,26 @@
 // The own f32 GEMM's blocking and thread split, shared by its AVX-512 and AVX2 kernels
 // (gemm_f32.h): included once by each, after it defines MR, NR, KC, MC, NC, A_FLOATS,
-// TARGET, imin, pack_b_panel, pack_a_block and MICRO_KERNEL (an MR x NR tile: C = or += the
-// kc-long products of one A and one B panel). Internal to kernels/.
+// TARGET, imin, pack_b_panel (one NR panel), pack_a_panel (one MR panel), pack_a_columns
+// (an MC block of an A with contiguous k-columns) and MICRO_KERNEL (an MR x NR tile: C =
+// or += the kc-long products of one A and one B panel). Internal to kernels/.
 //
 // B is packed KC x NC at a time and A MC x KC; an A micro-panel stays in L1 while the B
 // panels of the block stream past it, so consecutive tiles write the same C rows left to
 // right (the hardware prefetchers follow them; with tiles stacked down a wide C, as for
 // the LM head's logits, every tile's rows were cold and pages apart). KC is fixed, never
 // derived from the shape: it sets each element's summation order.
+
+// The MC x KC block of A into its MR panels. When a k-column of A is contiguous (A read
+// transposed: the LM head's logits gradient in its weights product, rows pages apart),
+// the block is packed k by k across all its panels, so that each source row is read as
+// one contiguous run, with the rows ahead prefetched, instead of MR floats of it per panel.
+static TARGET void pack_a_block(float *apack, const gemm_f32_args *g, int ic, int mc, int pc, int kc) {
+    if (g->a_rs == 1) {
+        pack_a_columns(apack, g, ic, mc, pc, kc);
+        return;
+    }
+    for (int i = 0; i < mc; i += MR) pack_a_panel(apack + (size_t)i * kc, g, ic + i, imin(MR, mc - i), pc, kc);
+}
 
 // The whole product on the calling thread, packing into its own scratch.
 static TARGET void gemm_alone(const gemm_f32_args *g, float *scratch) {
