@@ -377,6 +377,20 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
     for (int i = 0; i < n; i++) cached_n += cached_shape(&v[i], cl->cache_bytes);
     for (int d = 0; d < 3; d++) {
         kernel_ctx *kc = kernel_ctx_create(dts[d]);
+        // fp16, and bf16 on the fp32 path, run the fp32 GEMM on rounded operands held in
+        // floats (operand_format_of): the same kernels at the same shapes, so fp32's
+        // rates, not timed again (each dtype's timing is a third of the calibration).
+        if (d > 0 && kernel_ctx_operand_format(kc) != OPERAND_BF16) {
+            memcpy(cl->gemm[pd[d]], cl->gemm[PLAN_FP32], sizeof cl->gemm[PLAN_FP32]);
+            cl->peak[pd[d]] = cl->peak[PLAN_FP32];
+            kernel_ctx_free(kc);
+            // fp16's attention is fp32's; bf16's rounds its operands first (timed).
+            if (c) cl->attention_rate[pd[d]] = dts[d] == BG_FP16 ? cl->attention_rate[PLAN_FP32]
+                                                                 : time_attention(dts[d], B, T, c->hidden_size,
+                                                                                  c->num_attention_heads,
+                                                                                  model_kv_heads(c), 0.1 * seconds / 3);
+            continue;
+        }
         double peak = 0;
         for (int k = 0; k < PLAN_GEMM_CLASSES; k++) cl->gemm[pd[d]][k].n = 0;
         for (int i = 0; i < n; i++) {
