@@ -1,5 +1,6 @@
-// The model's GEMM shapes through both f32 GEMMs (BAGUALU_GEMM's own and onednn), by
-// CPU time, against the one-thread AVX-512 FMA peak measured in the same run.
+// The model's GEMM shapes through both f32 GEMMs (BAGUALU_GEMM's own, AVX-512 or AVX2, and
+// oneDNN as this CPU runs it: onednn, or onednn-t without AVX-512), by CPU time, against
+// the one-thread FMA peak measured in the same run.
 //   bench_gemm [--threads 1] [--reps 3] [--shapes m1|m3|gpt2|all]
 // GFLOP/s per core = flops / process CPU seconds (every thread of the team, spinning
 // included), so a 2-thread figure is per core too and % of peak compares directly.
