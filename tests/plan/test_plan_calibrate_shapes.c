@@ -9,25 +9,12 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 static const char *M2 =
     "{\"vocab_size\": 8192, \"max_position_embeddings\": 512, \"hidden_size\": 512,"
     " \"num_hidden_layers\": 8, \"num_attention_heads\": 8, \"intermediate_size\": 512,"
     " \"norm\": \"rmsnorm\", \"hidden_act\": \"swiglu\", \"position_embedding\": \"rope\","
     " \"num_local_experts\": 16, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 512}";
-
-static int load(model_config *c, const char *json) {
-    char path[] = "/tmp/bg_cal_shapes_XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) return BG_ERR;
-    FILE *f = fdopen(fd, "w");
-    fputs(json, f);
-    fclose(f);
-    int rc = model_config_load(c, path);
-    unlink(path);
-    return rc;
-}
 
 static int has(const plan_gemm_shape *v, int n, int M, int K, int N) {
     for (int i = 0; i < n; i++)
@@ -37,7 +24,7 @@ static int has(const plan_gemm_shape *v, int n, int M, int K, int N) {
 
 int main(void) {
     model_config c;
-    TU_CHECK(load(&c, M2) == BG_OK, "M2 config loads");
+    TU_CHECK(model_config_parse(&c, M2, "m2") == BG_OK, "M2 config loads");
     plan_gemm_shape v[PLAN_CALIBRATE_SHAPES];
     int n = plan_calibrate_shapes(v, &c, 2, 128);
     TU_CHECK(n > 8, "%d shapes", n);
