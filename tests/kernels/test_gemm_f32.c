@@ -69,13 +69,30 @@ static int check_against_reference(const char *what, const gemm_f32_args *g, con
 }
 
 // One spec: the product checked, and the same bits for 1, 2 and 3 threads.
-static void check_spec(const spec *s) {
-    const size_t an = (size_t)(s->M + s->pad) * (s->K + s->pad), bn = (size_t)(s->K + s->pad) * (s->N + s->pad);
-    const size_t cn = (size_t)s->M * (s->N + s->pad);
-    float *a = random_floats(an), *b = random_floats(bn), *c0 = random_floats(cn);
-    float *c = bg_aligned_alloc(cn * sizeof(float)), *c1 = bg_aligned_alloc(cn * sizeof(float));
+// A spec's operands: A, B and the C to start from (c0) random, two results of cn floats,
+// and the args of a product into the first.
+typedef struct {
+    float *a, *b, *c0, *out[2];
+    size_t cn;
     gemm_f32_args g;
-    layout(s, &g, a, b, c);
+} spec_operands;
+
+static spec_operands spec_operands_make(const spec *s) {
+    const size_t an = (size_t)(s->M + s->pad) * (s->K + s->pad), bn = (size_t)(s->K + s->pad) * (s->N + s->pad);
+    spec_operands o = {random_floats(an), random_floats(bn), NULL, {NULL, NULL}, (size_t)s->M * (s->N + s->pad), {0}};
+    o.c0 = random_floats(o.cn);
+    for (int i = 0; i < 2; i++) o.out[i] = bg_aligned_alloc(o.cn * sizeof(float));
+    layout(s, &o.g, o.a, o.b, o.out[0]);
+    return o;
+}
+
+static void spec_operands_free(spec_operands *o) { free(o->a), free(o->b), free(o->c0), free(o->out[0]), free(o->out[1]); }
+
+static void check_spec(const spec *s) {
+    spec_operands o = spec_operands_make(s);
+    float *c = o.out[0], *c1 = o.out[1], *c0 = o.c0;
+    const size_t cn = o.cn;
+    gemm_f32_args g = o.g;
     char what[96];
     snprintf(what, sizeof what, "M %d N %d K %d A%s B%s pad %d %s", s->M, s->N, s->K, s->a_trans ? "ᵀ" : "",
              s->b_trans ? "ᵀ" : "", s->pad, s->accumulate ? "+=" : "=");
@@ -89,7 +106,7 @@ static void check_spec(const spec *s) {
             TU_CHECK(!memcmp(c, c1, cn * sizeof(float)), "%s: %d threads differ from one", what, threads);
         }
     }
-    free(a), free(b), free(c0), free(c), free(c1);
+    spec_operands_free(&o);
 }
 
 static void test_shapes(void) {
@@ -137,12 +154,10 @@ static void test_fixed_order(void) {
     const int runs[2] = {gemm_f32_avx512_supported(), gemm_f32_avx2_supported()};
     for (int q = 0; q < 4; q++) {
         const spec *s = &specs[q];
-        const size_t an = (size_t)(s->M + s->pad) * (s->K + s->pad), bn = (size_t)(s->K + s->pad) * (s->N + s->pad);
-        const size_t cn = (size_t)s->M * (s->N + s->pad);
-        float *a = random_floats(an), *b = random_floats(bn), *c0 = random_floats(cn);
-        float *want = bg_aligned_alloc(cn * sizeof(float)), *got = bg_aligned_alloc(cn * sizeof(float));
-        gemm_f32_args g;
-        layout(s, &g, a, b, want);
+        spec_operands o = spec_operands_make(s);
+        float *want = o.out[0], *got = o.out[1], *c0 = o.c0;
+        const size_t cn = o.cn;
+        gemm_f32_args g = o.g;
         memcpy(want, c0, cn * sizeof(float));
         fixed_order_reference(&g, want);
         for (int v = 0; v < 2; v++) {
@@ -154,7 +169,7 @@ static void test_fixed_order(void) {
                 TU_CHECK(!memcmp(got + (size_t)i * g.ldc, want + (size_t)i * g.ldc, sizeof(float) * s->N),
                          "%s kernel, spec %d, row %d: not the documented summation order", v ? "AVX2" : "AVX-512", q, i);
         }
-        free(a), free(b), free(c0), free(want), free(got);
+        spec_operands_free(&o);
     }
 }
 
