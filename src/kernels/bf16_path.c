@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "kernels/flash_attention_amx.h"
+#include "kernels/gemm_f32.h"
 
 // One row per family met, from BENCHMARKS.md's measurements: the path without and with
 // usable AMX. model -1: any model.
@@ -57,7 +58,7 @@ void cpu_identity_detect(cpu_identity *id) {
     id->family = base_family == 0xf ? base_family + (int)((a >> 20) & 0xff) : base_family;
     id->model = base_family == 0x6 || base_family == 0xf ? base_model + (int)(((a >> 16) & 0xf) << 4)
                                                           : base_model;
-    const int osxsave = (c >> 27) & 1, fma = (c >> 12) & 1;
+    const int osxsave = (c >> 27) & 1;
     if (max_leaf >= 7) {
         __cpuid_count(7, 0, a, b, c, d);
         id->avx512f = (b >> 16) & 1;
@@ -65,11 +66,11 @@ void cpu_identity_detect(cpu_identity *id) {
         // VM may show the cpuid bits without it.
         unsigned xcr0 = 0;
         if (osxsave) __asm__("xgetbv" : "=a"(xcr0) : "c"(0) : "edx");
-        id->avx2_fma = ((b >> 5) & 1) && fma && (xcr0 & 0x6u) == 0x6u;
         id->amx_bf16 = ((d >> 22) & 1) && ((d >> 24) & 1) && (xcr0 & 0x60000u) == 0x60000u;
         __cpuid_count(7, 1, a, b, c, d);
         id->avx512_bf16 = (a >> 5) & 1;
     }
+    id->avx2_fma = gemm_f32_avx2_supported();  // the own GEMM's test, cpuid and the OS's ymm state
 }
 
 const char *bf16_path_name(bf16_path p) {

@@ -41,7 +41,6 @@ static gemm_f32_impl cpu_choice(void) {
     cpu_identity id;
     cpu_identity_detect(&id);
     id.avx512f = gemm_f32_avx512_supported();  // the cpuid bit and the OS saving the zmm state
-    id.avx2_fma = gemm_f32_avx2_supported();
     return gemm_f32_impl_for(&id);
 }
 
