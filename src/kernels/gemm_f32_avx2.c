@@ -5,6 +5,7 @@
 // repacking A for every block cost more than streaming B from L3 (BENCHMARKS.md).
 // Each C element is the same FMA chain as in the AVX-512 kernel: the same bits.
 #include "kernels/gemm_f32.h"
+#include "kernels/avx2_transpose.h"
 #include "kernels/gemm_f32_pack.h"
 
 #include <cpuid.h>
@@ -54,25 +55,6 @@ static TARGET inline __m256i mask_of(int n) {
 
 // ---- packing ----------------------------------------------------------------------
 
-// out[c] = column c of the 8 x 8 block in[0..7] (rows).
-static TARGET inline void transpose8(const __m256 in[8], __m256 out[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(in[i], in[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(in[i], in[i + 1]);
-    }
-    for (int g = 0; g < 8; g += 4) {
-        u[g] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
-        u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xee);
-        u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
-        u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xee);
-    }
-    for (int q = 0; q < 4; q++) {
-        out[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
-        out[4 + q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
-    }
-}
-
 // n (<= 8) vectors, each contiguous at src + v*stride, transposed in blocks of 8 along
 // the vectors: dst[k*dst_stride + v] = src[v*stride + k] for k < len, v < 8 (zero for
 // v >= n); `store` masks what each dst row receives. pf_rows: source vectors after the n
@@ -93,7 +75,7 @@ static TARGET void pack_transposed(float *dst, ptrdiff_t dst_stride, const float
                 in[v] = v < n ? _mm256_maskload_ps(src + v * stride + k0, m) : _mm256_setzero_ps();
         }
         for (int v = 0; v < pf_rows; v++) _mm_prefetch((const char *)(src + (n + v) * stride + k0), _MM_HINT_T0);
-        transpose8(in, out);
+        avx2_transpose8(in, out);
         for (int k = 0; k < kn; k++) _mm256_storeu_ps(dst + (k0 + k) * dst_stride, out[k]);
     }
 }

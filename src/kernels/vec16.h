@@ -63,6 +63,8 @@ static inline void v16_transpose16(float *dst, size_t ldd, const float *src, siz
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
+#include "kernels/avx2_transpose.h"
+
 // AVX2 (AMD Zen 3, Intel before AVX-512): a pair of 8-float registers, with the same
 // fused multiply-adds as AVX-512, so each element's sums round as there.
 typedef struct {
@@ -78,24 +80,11 @@ static inline v16 v16_fma(v16 a, v16 b, v16 c) {
 }
 #define v16_keep(a) __asm__("" : "+x"((a).lo), "+x"((a).hi))
 
-// 8 × 8 in registers (unpack floats, pairs, then 128-bit lanes), four times.
+// 8 × 8 in registers (avx2_transpose.h), four times.
 static inline void v16_transpose8(float *dst, size_t ldd, const float *src, size_t lds) {
     __m256 r[8], t[8];
     for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * lds);
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) {
-        r[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        r[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-        r[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        r[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-    }
-    for (int i = 0; i < 4; i++) {
-        t[i] = _mm256_permute2f128_ps(r[i], r[4 + i], 0x20);
-        t[4 + i] = _mm256_permute2f128_ps(r[i], r[4 + i], 0x31);
-    }
+    avx2_transpose8(r, t);
     for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * ldd, t[i]);
 }
 
