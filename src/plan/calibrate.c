@@ -383,32 +383,29 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
         if (d > 0 && kernel_ctx_operand_format(kc) != OPERAND_BF16) {
             memcpy(cl->gemm[pd[d]], cl->gemm[PLAN_FP32], sizeof cl->gemm[PLAN_FP32]);
             cl->peak[pd[d]] = cl->peak[PLAN_FP32];
-            kernel_ctx_free(kc);
-            // fp16's attention is fp32's; bf16's rounds its operands first (timed).
-            if (c) cl->attention_rate[pd[d]] = dts[d] == BG_FP16 ? cl->attention_rate[PLAN_FP32]
-                                                                 : time_attention(dts[d], B, T, c->hidden_size,
-                                                                                  c->num_attention_heads,
-                                                                                  model_kv_heads(c), 0.1 * seconds / 3);
-            continue;
+        } else {
+            double peak = 0;
+            for (int k = 0; k < PLAN_GEMM_CLASSES; k++) cl->gemm[pd[d]][k].n = 0;
+            for (int i = 0; i < n; i++) {
+                plan_gemm_curve *g = &cl->gemm[pd[d]][plan_gemm_class_of(v[i].M, v[i].K, v[i].N)];
+                double r = time_gemm(kc, &v[i], fl, nfl, 0.8 * seconds / (3.0 * 5 * n));
+                g->flops[g->n] = v[i].flops, g->ai[g->n] = plan_gemm_ai(v[i].M, v[i].K, v[i].N);
+                g->cached[g->n] = cached_shape(&v[i], cl->cache_bytes)
+                                      ? time_gemm(kc, &v[i], fl, 0, 0.15 * seconds / (3.0 * 5 * cached_n))
+                                      : 0;
+                g->rate[g->n++] = r;
+                if (r > peak) peak = r;
+            }
+            for (int k = 0; k < PLAN_GEMM_CLASSES; k++) plan_gemm_curve_finish(&cl->gemm[pd[d]][k]);
+            cl->peak[pd[d]] = peak;
         }
-        double peak = 0;
-        for (int k = 0; k < PLAN_GEMM_CLASSES; k++) cl->gemm[pd[d]][k].n = 0;
-        for (int i = 0; i < n; i++) {
-            plan_gemm_curve *g = &cl->gemm[pd[d]][plan_gemm_class_of(v[i].M, v[i].K, v[i].N)];
-            double r = time_gemm(kc, &v[i], fl, nfl, 0.8 * seconds / (3.0 * 5 * n));
-            g->flops[g->n] = v[i].flops, g->ai[g->n] = plan_gemm_ai(v[i].M, v[i].K, v[i].N);
-            g->cached[g->n] = cached_shape(&v[i], cl->cache_bytes)
-                                  ? time_gemm(kc, &v[i], fl, 0, 0.15 * seconds / (3.0 * 5 * cached_n))
-                                  : 0;
-            g->rate[g->n++] = r;
-            if (r > peak) peak = r;
-        }
-        for (int k = 0; k < PLAN_GEMM_CLASSES; k++) plan_gemm_curve_finish(&cl->gemm[pd[d]][k]);
-        cl->peak[pd[d]] = peak;
         kernel_ctx_free(kc);
-        if (c) cl->attention_rate[pd[d]] = time_attention(dts[d], B, T, c->hidden_size,
-                                                          c->num_attention_heads, model_kv_heads(c),
-                                                          0.1 * seconds / 3);  // 5 samples
+        // fp16's attention is fp32's (fp32 tiles on its operands as they are); bf16's
+        // rounds its operands first, so it is timed.
+        if (c) cl->attention_rate[pd[d]] = dts[d] == BG_FP16
+                                               ? cl->attention_rate[PLAN_FP32]
+                                               : time_attention(dts[d], B, T, c->hidden_size, c->num_attention_heads,
+                                                                model_kv_heads(c), 0.1 * seconds / 3);  // 5 samples
     }
     // One rank on all the cores (ranks_per_node x threads, as the CLI's file states):
     // its speedup over `threads`, at most the ratio.
