@@ -166,9 +166,11 @@ void matmul_backward_fp32(kernel_ctx *kc, float *dinp, float *dweight, const flo
 // alone. matmul_concurrent(tasks): whether `tasks` independent GEMM chains are better
 // run that way, one per thread, than one after the other with every GEMM threaded:
 // outside a parallel region, with 2..MATMUL_MAX_CONCURRENT threads and at least two
-// tasks per thread.
+// tasks per thread. matmul_concurrent_for: the rule at a given thread count (the
+// planner's rank, whose cores may be a share of a node's).
 enum { MATMUL_MAX_CONCURRENT = 64 };
 int matmul_concurrent(int tasks);
+int matmul_concurrent_for(int tasks, double threads);
 // Releases kc's cached primitives, operand buffers and oneDNN engine; kc stays usable
 // (they are remade on use).
 void matmul_cache_clear(kernel_ctx *kc);

@@ -169,9 +169,11 @@ static int gemm_thread(void) {
     return t;
 }
 
+int matmul_concurrent_for(int tasks, double threads) { return threads >= 2 && tasks >= 2 * threads; }
+
 int matmul_concurrent(int tasks) {
     const int t = omp_get_max_threads();
-    return !omp_in_parallel() && t > 1 && t <= GEMM_MAX_THREADS && tasks >= 2 * t;
+    return !omp_in_parallel() && t <= GEMM_MAX_THREADS && matmul_concurrent_for(tasks, t);
 }
 
 // Shapes and strides of the operands A(m,k) · B(k,n) → C(m,n) of one kind.

@@ -1,6 +1,7 @@
 // The analytic time of one training step, term by term as docs/PLANNER.md lists them.
 // Every term is per rank; the step is the slowest rank's (the expert-row imbalance).
 #include "plan/plan_time.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 
 #include <math.h>
@@ -266,8 +267,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
             // the typical expert's rate, not at that of uniformly taller products.
             double Im = c->moe_intermediate_size, rows = keep * Nm * k * EP / E;
             int local = E / EP;
-            // Twice as many local experts as threads: one per thread (matmul_concurrent).
-            experts_concurrent = local >= 2 * cl->rank_cores && cl->rank_cores >= 2;
+            experts_concurrent = matmul_concurrent_for(local, cl->rank_cores);  // one per thread
             gemm(&g32, Nm, C, E, 3 + rec);  // the router: fp32 whatever --dtype says
             gemm(&ge, rows, C, in_mult * Im, (3 + rec) * local);
             gemm(&ge, rows, Im, C, (3 + rec) * local);
