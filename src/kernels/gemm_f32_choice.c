@@ -44,15 +44,17 @@ static gemm_f32_impl cpu_choice(void) {
     return gemm_f32_impl_for(&id);
 }
 
+int gemm_f32_impl_forced(const char *env, int own_usable, gemm_f32_impl *out) {
+    if (gemm_f32_impl_parse(env, out) != 0)
+        return bg_error("BAGUALU_GEMM must be own, mixed, onednn or onednn-t, not \"%s\"", env);
+    if ((*out == GEMM_F32_OWN || *out == GEMM_F32_MIXED) && !own_usable)
+        return bg_error("BAGUALU_GEMM=%s needs a CPU with AVX-512F or AVX2 and FMA", env);
+    return BG_OK;
+}
+
 int gemm_f32_impl_select(gemm_f32_impl *out) {
     const char *env = getenv("BAGUALU_GEMM");
-    if (env && *env) {
-        if (gemm_f32_impl_parse(env, out) != 0)
-            return bg_error("BAGUALU_GEMM must be own, mixed, onednn or onednn-t, not \"%s\"", env);
-        if ((*out == GEMM_F32_OWN || *out == GEMM_F32_MIXED) && !gemm_f32_supported())
-            return bg_error("BAGUALU_GEMM=%s needs a CPU with AVX-512F or AVX2 and FMA", env);
-        return BG_OK;
-    }
+    if (env && *env) return gemm_f32_impl_forced(env, gemm_f32_supported(), out);
     *out = cpu_choice();
     return BG_OK;
 }

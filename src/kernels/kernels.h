@@ -83,14 +83,16 @@ void kernel_ctx_set_bf16_path(kernel_ctx *kc, bf16_path path);
 // (gemm_f32.h; "own") on Intel CPUs with AVX-512F, "mixed" on AMD Zen 5 (the own kernel
 // for the forward and weights products, oneDNN for the data products), oneDNN's
 // ("onednn") elsewhere; bf16 products always run in oneDNN. BAGUALU_GEMM=own|mixed|onednn
-// forces one; select: BG_ERR for another value or for own/mixed without AVX-512F;
-// default: the CPU's choice in that case.
+// forces one; select: BG_ERR for another value or for own/mixed without the own GEMM
+// (AVX-512F, or AVX2 and FMA); default: the CPU's choice in that case. forced: select's
+// check of a set value, given whether the own GEMM runs here (gemm_f32_supported).
 // onednn-t: oneDNN, with the weights products on a transposed copy of dout where that
 // is small (CPUs without AVX-512: oneDNN's AVX2 sgemm is slow on a transposed A).
 typedef enum { GEMM_F32_ONEDNN = 0, GEMM_F32_OWN = 1, GEMM_F32_MIXED = 2, GEMM_F32_ONEDNN_T = 3 } gemm_f32_impl;
 gemm_f32_impl gemm_f32_impl_for(const cpu_identity *id);  // the rule
 const char *gemm_f32_impl_name(gemm_f32_impl g);
 int gemm_f32_impl_select(gemm_f32_impl *out);
+int gemm_f32_impl_forced(const char *env, int own_usable, gemm_f32_impl *out);
 gemm_f32_impl gemm_f32_impl_default(void);
 // The context's choice (kernel_ctx_create takes gemm_f32_impl_default()); set applies to
 // the calls that follow (own needs gemm_f32_supported()).

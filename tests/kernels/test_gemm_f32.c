@@ -314,6 +314,15 @@ static void test_choice(void) {
              "BAGUALU_GEMM=mixed needs AVX-512F or AVX2");
     unsetenv("BAGUALU_GEMM");
     TU_CHECK(gemm_f32_impl_select(&g) == BG_OK && g == gemm_f32_impl_default(), "unset: the CPU's choice");
+    // On a CPU without the own GEMM (whichever this one is): own and mixed refused by name.
+    TU_CHECK(gemm_f32_impl_forced("own", 0, &g) == BG_ERR &&
+                 !strcmp(bg_last_error(), "BAGUALU_GEMM=own needs a CPU with AVX-512F or AVX2 and FMA"),
+             "own without the own GEMM: %s", bg_last_error());
+    TU_CHECK(gemm_f32_impl_forced("mixed", 0, &g) == BG_ERR && strstr(bg_last_error(), "BAGUALU_GEMM=mixed needs"),
+             "mixed without the own GEMM");
+    TU_CHECK(gemm_f32_impl_forced("onednn-t", 0, &g) == BG_OK && g == GEMM_F32_ONEDNN_T,
+             "onednn-t needs no own GEMM");
+    TU_CHECK(gemm_f32_impl_forced("own", 1, &g) == BG_OK && g == GEMM_F32_OWN, "own where it runs");
 }
 
 int main(int argc, char **argv) {
