@@ -57,11 +57,10 @@ static TARGET inline __m256i mask_of(int n) {
 
 // n (<= 8) vectors, each contiguous at src + v*stride, transposed in blocks of 8 along
 // the vectors: dst[k*dst_stride + v] = src[v*stride + k] for k < len, v < 8 (zero for
-// v >= n); `store` masks what each dst row receives. pf_rows: source vectors after the n
-// to prefetch (the next panel's rows).
-// Each dst row gets all 8 lanes: with dst_stride < 8 the lanes past it land on the next
-// rows, which are written after (rows go in order), and past the last row on the
-// scratch's slack (SLACK floats). Masked moves are slow on AMD; these are plain.
+// v >= n). pf_rows: source vectors after the n to prefetch (the next panel's rows).
+// Each dst row gets all 8 lanes (masked moves are slow on AMD): with dst_stride < 8 the
+// lanes past it land on the next rows, which are written after (rows go in order), and
+// past the last row on the next panel, packed after, or the scratch's slack (SLACK).
 static TARGET void pack_transposed(float *dst, ptrdiff_t dst_stride, const float *src, ptrdiff_t stride,
                                    int n, int len, int pf_rows) {
     __m256 in[8], out[8];

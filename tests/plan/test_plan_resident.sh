@@ -9,8 +9,8 @@
 # all-reduces' parts: 30 MiB not resident). Zen 5: 365.6 MiB grown against 365.6
 # expected at P = 1, 312.7 against 311.6 at P = 2; without the tails P = 1 is 9.7 MiB
 # under, and counting the whole scratch P = 2 is 20 MiB over. On AVX2 (Zen 3) rank 0's
-# heap and oneDNN's pages grow a few MiB besides the planned blocks (BENCHMARKS.md, issue
-# 17). Skipped (77) where the kernel gives no transparent huge pages.
+# heap and the GEMM library's pages grow a few MiB besides the planned blocks
+# (BENCHMARKS.md, issue 17). Skipped (77) where the kernel gives no transparent huge pages.
 BIN=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
 grep -q '\[never\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null && exit 77
