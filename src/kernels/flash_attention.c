@@ -76,17 +76,18 @@ static void mask_keys_by_query(float *St, int n, int k0, int q0, float value) {
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
 // y[i] = bg_expf(s[i]·scale - shift_i) for i < FA_B, shift_i = shift[i] (a vector) or
-// shift1 (shift NULL): the softmax's exponentials, in bg_expf16 where the build has
-// AVX-512 (the same bits; GCC's vectorisation of bg_expf takes ~24 instructions a
-// vector against 15). The product and the difference are rounded separately, as in the
-// scalar expression.
+// shift1 (shift NULL): the softmax's exponentials, in vf_exp where the build has AVX-512
+// or AVX2 (the same bits; GCC's vectorisation of bg_expf takes ~24 instructions a vector
+// against 15). The product and the difference are rounded separately, as in the scalar
+// expression.
 static inline void fa_exp_scaled(float *y, const float *s, float scale, const float *shift,
                                  float shift1) {
-#if defined(__AVX512F__)
-    const __m512 sc = _mm512_set1_ps(scale), s1 = _mm512_set1_ps(shift1);
-    for (int i = 0; i < FA_B; i += 16) {
-        const __m512 sh = shift ? _mm512_loadu_ps(shift + i) : s1;
-        _mm512_storeu_ps(y + i, bg_expf16(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(s + i), sc), sh)));
+#if defined(VF_LANES)
+    _Static_assert(FA_B % VF_LANES == 0, "whole vectors of keys");
+    const vf sc = vf_set1(scale), s1 = vf_set1(shift1);
+    for (int i = 0; i < FA_B; i += VF_LANES) {
+        const vf sh = shift ? vf_load(shift + i) : s1;
+        vf_store(y + i, vf_exp(vf_sub(vf_mul(vf_load(s + i), sc), sh)));
     }
 #else
     #pragma omp simd

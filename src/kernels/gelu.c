@@ -13,37 +13,36 @@
 // Values per block: 4 KiB of floats, in L1 between the compute and the store.
 enum { GELU_BLOCK = 1024 };
 
-#if defined(__AVX512F__)
-// The same formulas on 16 lanes (bg_tanhf16: no division). Values agree with the
-// scalar loops, which finish a block's last n % 16 values, to about 3e-7.
-static inline __m512 gelu_u16(__m512 x) {
-    const __m512 x3c = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(GELU_CUBIC), x), _mm512_mul_ps(x, x));
-    return _mm512_mul_ps(_mm512_set1_ps(GELU_SCALE), _mm512_add_ps(x, x3c));
+#if defined(VF_LANES)
+// The same formulas on whole vectors (vf_tanh: no division). Values agree with the
+// scalar loops, which finish a block's last values, to about 3e-7.
+static inline vf gelu_u(vf x) {
+    const vf x3c = vf_mul(vf_mul(vf_set1(GELU_CUBIC), x), vf_mul(x, x));
+    return vf_mul(vf_set1(GELU_SCALE), vf_add(x, x3c));
 }
 
-static size_t gelu_forward16(float *y, const float *in, size_t m) {
+static size_t gelu_forward_vf(float *y, const float *in, size_t m) {
     size_t i = 0;
-    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-    for (; i + 16 <= m; i += 16) {
-        const __m512 x = _mm512_loadu_ps(in + i);
-        const __m512 t = bg_tanhf16(gelu_u16(x));
-        _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, t)));
+    const vf half = vf_set1(0.5f), one = vf_set1(1.0f);
+    for (; i + VF_LANES <= m; i += VF_LANES) {
+        const vf x = vf_load(in + i);
+        const vf t = vf_tanh(gelu_u(x));
+        vf_store(y + i, vf_mul(vf_mul(half, x), vf_add(one, t)));
     }
     return i;
 }
 
-static size_t gelu_backward16(float *g, const float *in, const float *dy, size_t m) {
+static size_t gelu_backward_vf(float *g, const float *in, const float *dy, size_t m) {
     size_t i = 0;
-    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-    const __m512 c3 = _mm512_set1_ps(3.0f * GELU_CUBIC), sc = _mm512_set1_ps(GELU_SCALE);
-    for (; i + 16 <= m; i += 16) {
-        const __m512 x = _mm512_loadu_ps(in + i);
-        const __m512 t = bg_tanhf16(gelu_u16(x));
-        const __m512 du_dx = _mm512_mul_ps(sc, _mm512_fmadd_ps(_mm512_mul_ps(c3, x), x, one));
-        const __m512 sech2 = _mm512_fnmadd_ps(t, t, one);  // 1 - t²
-        const __m512 grad = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(half, x), sech2), du_dx,
-                                            _mm512_mul_ps(half, _mm512_add_ps(one, t)));
-        _mm512_storeu_ps(g + i, _mm512_mul_ps(grad, _mm512_loadu_ps(dy + i)));
+    const vf half = vf_set1(0.5f), one = vf_set1(1.0f);
+    const vf c3 = vf_set1(3.0f * GELU_CUBIC), sc = vf_set1(GELU_SCALE);
+    for (; i + VF_LANES <= m; i += VF_LANES) {
+        const vf x = vf_load(in + i);
+        const vf t = vf_tanh(gelu_u(x));
+        const vf du_dx = vf_mul(sc, vf_fma(vf_mul(c3, x), x, one));
+        const vf sech2 = vf_fnma(t, t, one);  // 1 - t²
+        const vf grad = vf_fma(vf_mul(vf_mul(half, x), sech2), du_dx, vf_mul(half, vf_add(one, t)));
+        vf_store(g + i, vf_mul(grad, vf_load(dy + i)));
     }
     return i;
 }
@@ -69,8 +68,8 @@ static void gelu_forward_blocks(void *ctx, size_t b0, size_t b1) {
         const float *in = inp + i0;
         float y[GELU_BLOCK];
         size_t i0v = 0;
-#if defined(__AVX512F__)
-        i0v = gelu_forward16(y, in, m);
+#if defined(VF_LANES)
+        i0v = gelu_forward_vf(y, in, m);
 #endif
         #pragma omp simd
         for (size_t i = i0v; i < m; i++) {
@@ -94,8 +93,8 @@ static void gelu_backward_blocks(void *ctx, size_t b0, size_t b1) {
         const float *in = inp + i0, *dy = dout + i0;
         float g[GELU_BLOCK];
         size_t i0v = 0;
-#if defined(__AVX512F__)
-        i0v = gelu_backward16(g, in, dy, m);
+#if defined(VF_LANES)
+        i0v = gelu_backward_vf(g, in, dy, m);
 #endif
         #pragma omp simd
         for (size_t i = i0v; i < m; i++) {

@@ -85,6 +85,86 @@ static inline __m512 bg_tanhf16(__m512 u) {
     y = _mm512_mul_ps(y, _mm512_fnmadd_ps(d, y, two));  // y·(2 - d·y)
     return _mm512_fnmadd_ps(two, y, one);               // 1 - 2y
 }
+
+// vf: the widest float vector the build has, for loops written once for every width.
+typedef __m512 vf;
+#define VF_LANES 16
+static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline void vf_store(float *p, vf a) { _mm512_storeu_ps(p, a); }
+static inline vf vf_set1(float x) { return _mm512_set1_ps(x); }
+static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
+static inline vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
+static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
+static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }    // a·b + c
+static inline vf vf_fnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a·b
+static inline vf vf_exp(vf x) { return bg_expf16(x); }
+static inline vf vf_tanh(vf u) { return bg_tanhf16(u); }
+static inline vf vf_sigmoid(vf x) {  // bg_sigmoidf, bit for bit
+    const vf one = _mm512_set1_ps(1.0f);
+    return _mm512_div_ps(one, _mm512_add_ps(one, bg_expf16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+static inline float vf_sum(vf a) { return _mm512_reduce_add_ps(a); }
+static inline float vf_hmax(vf a) { return _mm512_reduce_max_ps(a); }
+
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+// bg_expf on 8 lanes, bit for bit: the same clamp, rounding and polynomial, and 2^n
+// built in the exponent bits as there (n is integral, so the conversion is exact).
+static inline __m256 bg_expf8(__m256 x) {
+    x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x);  // a NaN x passes through both
+    x = _mm256_min_ps(_mm256_set1_ps(88.0f), x);
+    const __m256 magic = _mm256_set1_ps(12582912.0f);
+    const __m256 n =
+        _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), magic), magic);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693359375f), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+// bg_tanhf on 8 lanes, bit for bit (the division as there: an approximate reciprocal's
+// error left tanh short of ±1 in the tails, so GELU's gradient short of 0).
+static inline __m256 bg_tanhf8(__m256 u) {
+    const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
+    return _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(bg_expf8(_mm256_add_ps(u, u)), one)));
+}
+
+typedef __m256 vf;
+#define VF_LANES 8
+static inline vf vf_load(const float *p) { return _mm256_loadu_ps(p); }
+static inline void vf_store(float *p, vf a) { _mm256_storeu_ps(p, a); }
+static inline vf vf_set1(float x) { return _mm256_set1_ps(x); }
+static inline vf vf_add(vf a, vf b) { return _mm256_add_ps(a, b); }
+static inline vf vf_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
+static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
+static inline vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vf vf_fnma(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
+static inline vf vf_exp(vf x) { return bg_expf8(x); }
+static inline vf vf_tanh(vf u) { return bg_tanhf8(u); }
+static inline vf vf_sigmoid(vf x) {  // bg_sigmoidf, bit for bit
+    const vf one = _mm256_set1_ps(1.0f);
+    return _mm256_div_ps(one, _mm256_add_ps(one, bg_expf8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+static inline float vf_sum(vf a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+static inline float vf_hmax(vf a) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
 #endif
 
 // e[0 .. n) = exp(x - shift), returning Σ e in float (the order of the sum depends on
@@ -92,15 +172,15 @@ static inline __m512 bg_tanhf16(__m512 u) {
 static inline float bg_exp_shifted_sum(float *e, const float *x, float shift, int n) {
     int i = 0;
     float sum = 0.0f;
-#if defined(__AVX512F__)
-    const __m512 s = _mm512_set1_ps(shift);
-    __m512 acc = _mm512_setzero_ps();
-    for (; i + 16 <= n; i += 16) {
-        const __m512 v = bg_expf16(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
-        _mm512_storeu_ps(e + i, v);
-        acc = _mm512_add_ps(acc, v);
+#if defined(VF_LANES)
+    const vf s = vf_set1(shift);
+    vf acc = vf_set1(0.0f);
+    for (; i + VF_LANES <= n; i += VF_LANES) {
+        const vf v = vf_exp(vf_sub(vf_load(x + i), s));
+        vf_store(e + i, v);
+        acc = vf_add(acc, v);
     }
-    sum = _mm512_reduce_add_ps(acc);
+    sum = vf_sum(acc);
 #endif
     #pragma omp simd reduction(+ : sum)
     for (int j = i; j < n; j++) {
@@ -145,16 +225,16 @@ static inline float bg_exp_shifted_sum_bf16(uint16_t *o, const float *x, float s
 static inline float bg_max_f32(const float *x, int n) {
     int i = 0;
     float m = -FLT_MAX;
-#if defined(__AVX512F__)
+#if defined(VF_LANES)
     // Four accumulators: one would chain every load behind the previous max.
-    __m512 m0 = _mm512_set1_ps(m), m1 = m0, m2 = m0, m3 = m0;
-    for (; i + 64 <= n; i += 64) {
-        m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
-        m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
-        m2 = _mm512_max_ps(m2, _mm512_loadu_ps(x + i + 32));
-        m3 = _mm512_max_ps(m3, _mm512_loadu_ps(x + i + 48));
+    vf m0 = vf_set1(m), m1 = m0, m2 = m0, m3 = m0;
+    for (; i + 4 * VF_LANES <= n; i += 4 * VF_LANES) {
+        m0 = vf_max(m0, vf_load(x + i));
+        m1 = vf_max(m1, vf_load(x + i + VF_LANES));
+        m2 = vf_max(m2, vf_load(x + i + 2 * VF_LANES));
+        m3 = vf_max(m3, vf_load(x + i + 3 * VF_LANES));
     }
-    m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+    m = vf_hmax(vf_max(vf_max(m0, m1), vf_max(m2, m3)));
 #endif
     #pragma omp simd reduction(max : m)
     for (int j = i; j < n; j++) m = x[j] > m ? x[j] : m;

@@ -1,9 +1,9 @@
 // The vectorisable exp and its row helpers (kernels/vecmath.h): bg_expf against
-// double-precision exp over its range and at its clamps; bg_exp_shifted_sum (16 lanes at
-// a time where the CPU has AVX-512) value for value equal to bg_expf, its sum close to
+// double-precision exp over its range and at its clamps; bg_exp_shifted_sum (whole vectors at
+// a time where the build has AVX-512 or AVX2) value for value equal to bg_expf, its sum close to
 // the exact one, and its bf16 form (bg_exp_shifted_sum_bf16) equal to bg_f32_to_bf16 of
 // those values, at lengths with and without a tail; bg_max_f32 exact at every length and
-// with the maximum at either end; bg_tanhf16 against tanh.
+// with the maximum at either end; vf_tanh against tanh.
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -89,27 +89,28 @@ static void check_max(int n) {
     free(x);
 }
 
-// bg_tanhf16 (AVX-512 builds): absolute error against tanh in double, over the range
-// where it bends and far into both saturated tails.
-static void check_tanh16(void) {
-#if defined(__AVX512F__)
+// vf_tanh (builds with AVX-512 or AVX2): absolute error against tanh in double, over the
+// range where it bends and far into both saturated tails.
+static void check_tanh_vf(void) {
+#if defined(VF_LANES)
     double worst = 0, worst_u = 0;
-    float u[16], t[16];
-    for (float u0 = -60.0f; u0 <= 60.0f; u0 += 16 * 0.000731f) {
-        for (int j = 0; j < 16; j++) u[j] = u0 + j * 0.000731f;
-        _mm512_storeu_ps(t, bg_tanhf16(_mm512_loadu_ps(u)));
-        for (int j = 0; j < 16; j++) {
+    float u[VF_LANES], t[VF_LANES];
+    for (float u0 = -60.0f; u0 <= 60.0f; u0 += VF_LANES * 0.000731f) {
+        for (int j = 0; j < VF_LANES; j++) u[j] = u0 + j * 0.000731f;
+        vf_store(t, vf_tanh(vf_load(u)));
+        for (int j = 0; j < VF_LANES; j++) {
             const double err = fabs(t[j] - tanh((double)u[j]));
             if (err > worst) worst = err, worst_u = u[j];
         }
     }
-    TU_CHECK(worst < 3e-7, "bg_tanhf16: absolute error %.3g at u = %.6g (limit 3e-7)", worst, worst_u);
+    TU_CHECK(worst < 3e-7, "vf_tanh (%d lanes): absolute error %.3g at u = %.6g (limit 3e-7)", VF_LANES,
+             worst, worst_u);
 #endif
 }
 
 int main(void) {
     check_expf_accuracy();
-    check_tanh16();
+    check_tanh_vf();
     const int lengths[] = {0, 1, 15, 16, 17, 63, 64, 65, 1024, 1107};
     for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
         check_shifted_sum(lengths[i]);
