@@ -12,13 +12,34 @@ typedef struct {
     double gemm_s, flops;
 } gemm_acc;
 
-// count calls of an (M,K)x(K,N) GEMM, each priced at the curve's rate for its size.
-static void gemm(gemm_acc *g, double M, double K, double N, double count) {
+// Seconds per FLOP of (M,K)x(K,N) GEMMs whose M varies with variation cv about its mean
+// (the experts' rows under an unequal gate), M at most M_max: taller products run faster
+// and hold more of the FLOPs. M is taken as gamma-distributed; a FLOP then lies in a
+// product of M rows with the size-biased density, a gamma of shape 1/cv² + 1, averaged
+// on a grid (midpoints, out to 12 standard deviations).
+static double spread_s_per_flop(const gemm_acc *g, double M, double cv, double M_max, double K, double N) {
+    if (cv < 1e-3) return 1 / plan_gemm_rate(g->cl, g->dt, M, K, N);
+    const int n = 96;
+    const double a = 1 / (cv * cv) + 1, scale = M * cv * cv, h = (a + 12 * sqrt(a)) / n;
+    double s = 0, w = 0;
+    for (int i = 0; i < n; i++) {
+        const double x = (i + 0.5) * h, d = exp((a - 1) * log(x) - x);
+        const double m = fmin(fmax(scale * x, 1), M_max);
+        s += d / plan_gemm_rate(g->cl, g->dt, m, K, N), w += d;
+    }
+    return s / w;
+}
+
+// count calls of (M,K)x(K,N) GEMMs of M rows on average, varying by cv (at most M_max).
+static void gemm_spread(gemm_acc *g, double M, double cv, double M_max, double K, double N, double count) {
     if (M <= 0 || K <= 0 || N <= 0 || count <= 0) return;
     double f = 2 * M * K * N;
-    g->gemm_s += count * f / plan_gemm_rate(g->cl, g->dt, M, K, N);
+    g->gemm_s += count * f * spread_s_per_flop(g, M, cv, M_max, K, N);
     g->flops += count * f;
 }
+
+// count calls of an (M,K)x(K,N) GEMM, each priced at the curve's rate for its size.
+static void gemm(gemm_acc *g, double M, double K, double N, double count) { gemm_spread(g, M, 0, M, K, N, count); }
 
 // Bytes over a node's links: the part leaving the supernode runs at 1/oversubscription
 // of the link rate (the upper fat-tree level), g = nodes the traffic spreads over.
@@ -169,7 +190,7 @@ static void capped_load_moments(double G, double m0, double v, double cap, doubl
 // keep = E[min(X, cap)]/mu and v_t the variation of min(X, cap) (beta-binomial X, above); the
 // slowest rank holds at most cap per group and expert, (cap/mu)/keep of the kept mean.
 void plan_routing_cost(const model_config *c, int ep, int dp, double N, double T, float cf, double cv,
-                       double *imb, double *keep) {
+                       double *imb, double *keep, double *rows_cv) {
     const int E = c->num_local_experts, k = c->num_experts_per_tok;
     const double G = c->routing_group_tokens > 0 ? c->routing_group_tokens : T, mu = G * k / E;
     const double S = ep * N / G;
@@ -188,6 +209,7 @@ void plan_routing_cost(const model_config *c, int ep, int dp, double N, double T
         *keep = fmax(m1, 0.01);
         vt = sqrt(fmax(m2 - m1 * m1, 0)) / *keep;
     }
+    if (rows_cv) *rows_cv = vt / sqrt(S / ep);  // S/ep groups: the EP group's tokens
     *imb = 1 + vt / sqrt(S * E / ep) * normal_max(ep);
     if (cf > 0 && *imb > cap / *keep) *imb = cap / *keep;
 }
@@ -212,7 +234,9 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     double attn_s = 0, attn_flops = 0, a2a_s = 0, a2a_inter = 0, a2a_intra = 0;
     double cast = l->dtype == PLAN_FP32 ? 0 : 6;  // bytes per operand element rounded
     r->imbalance = r->keep = 1;
-    if (E > 0) plan_routing_cost(c, EP, l->P / (tp * pp), N, T, cf, l->load_cv, &r->imbalance, &r->keep);
+    double rows_cv = 0;
+    if (E > 0)
+        plan_routing_cost(c, EP, l->P / (tp * pp), N, T, cf, l->load_cv, &r->imbalance, &r->keep, &rows_cv);
     if (E > 0 && l->imbalance > 0) r->imbalance = l->imbalance;
     const double imb = r->imbalance, keep = r->keep;
     const int L = c->num_hidden_layers, Ls = (L + pp - 1) / pp;  // layers of the (first) stage
@@ -269,8 +293,10 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
             int local = E / EP;
             experts_concurrent = matmul_concurrent_for(local, cl->rank_cores);  // one per thread
             gemm(&g32, Nm, C, E, 3 + rec);  // the router: fp32 whatever --dtype says
-            gemm(&ge, rows, C, in_mult * Im, (3 + rec) * local);
-            gemm(&ge, rows, Im, C, (3 + rec) * local);
+            // Unequal loads put most of the FLOPs in the taller experts, whose products
+            // run faster: each expert's rows vary by rows_cv, at most the group's tokens.
+            gemm_spread(&ge, rows, rows_cv, Nm * EP, C, in_mult * Im, (3 + rec) * local);
+            gemm_spread(&ge, rows, rows_cv, Nm * EP, Im, C, (3 + rec) * local);
             double R_all = imb * rows * local;
             round_bytes += cast * R_all * (2 * C + Im) * 2;
             act_bytes += elem * R_all * Im * (act_fwd * (1 + rec) + act_bwd);

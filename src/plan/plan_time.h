@@ -22,8 +22,9 @@ double plan_allreduce_s(const plan_cluster *cl, double intra_bw, int R, double b
 // of an expert group among dp data-parallel ranks, N tokens per rank of sequences of T,
 // capacity factor cf (0: dropless) and the experts' load variation cv over the global
 // batch (train's load_cv; 0: independent uniform routing): imb, the slowest rank's
-// expert rows over the mean rank's kept rows, and keep, the fraction of assignments
-// kept after the capacity.
+// expert rows over the mean rank's kept rows, keep, the fraction of assignments kept
+// after the capacity, and rows_cv (may be NULL), the variation of the kept rows over a
+// rank's experts (each expert's rows gathered from its EP group's tokens).
 void plan_routing_cost(const model_config *c, int ep, int dp, double N, double T, float cf, double cv,
-                       double *imb, double *keep);
+                       double *imb, double *keep, double *rows_cv);
 #endif

@@ -87,7 +87,7 @@ static void check(int ep, double alpha, double tol_keep, double tol_top) {
     memset(&c, 0, sizeof c);
     c.num_local_experts = E, c.num_experts_per_tok = K, c.capacity_factor = 1;
     double imb, keep;
-    plan_routing_cost(&c, ep, ep, N, T, 1, alpha > 0 ? m.cv : 0, &imb, &keep);
+    plan_routing_cost(&c, ep, ep, N, T, 1, alpha > 0 ? m.cv : 0, &imb, &keep, NULL);
     printf("EP %d gate %s: cv %.3f; kept %.3f, planned %.3f; slowest rank %.3f, planned %.3f\n", ep,
            alpha > 0 ? "skewed" : "uniform", m.cv, m.keep, keep, m.top, keep * imb);
     TU_CHECK(fabs(keep - m.keep) <= tol_keep * m.keep, "EP %d alpha %g: kept %.3f, planned %.3f", ep, alpha,

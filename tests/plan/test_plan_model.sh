@@ -3,7 +3,8 @@
 # with ZeRO-1 more ranks never mean more optimizer bytes per rank (and strictly fewer
 # from 1 to 2 to 4 to 8); faster links or memory never make a step slower; a larger
 # imbalance never makes it faster; recomputation never adds activation bytes; the
-# search lists only layouts that fit, best tokens/s first.
+# search lists only layouts that fit, best tokens/s first; unequal expert loads price
+# the experts' GEMMs at their taller products' rates.
 BIN=$1
 source "$(dirname "$0")/../shell_checks.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -349,5 +350,21 @@ t2_big=$(cplan big_cache "${tiny[@]}" --ranks 2 --ranks-per-node 2)
 if [ -n "$t4_cold" ] && [ "$(field step_s <<<"$t4_big")" = "$t4_cold" ] && grep -q '"cache_resident": false' <<<"$t4_big" &&
    grep -q '"cache_resident": true' <<<"$t2_big"
 then ok; else bad "cache: 4 ranks on 2 ranks' cores $t4_cold vs $(field step_s <<<"$t4_big") s, or 2 ranks not resident in 64 MiB"; fi
+# Unequal expert loads (--load-cv) put most of the FLOPs in the taller experts: with
+# rates rising with a product's size (box.json) the experts' GEMMs take less time the
+# larger the variation; with one rate for every shape, the same time at every variation.
+python3 - "$HERE/box.json" "$D" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+del c["gemm"]
+json.dump(c, open(f"{sys.argv[2]}/flat.json", "w"))
+PY
+spread=(--config "$CFG/m2.json" --ranks 1 --batch-size 2 --seq-len 128)
+ge() { "$BIN" plan --cluster "$1" --json "${spread[@]}" --load-cv "$2" | field gemm_expert_s; }
+g0=$(ge "$HERE/box.json" 0); g1=$(ge "$HERE/box.json" 0.7); g2=$(ge "$HERE/box.json" 1.5)
+f0=$(ge "$D/flat.json" 0); f2=$(ge "$D/flat.json" 1.5)
+if [ -n "$g0" ] && awk -v a="$g0" -v b="$g1" -v c="$g2" -v f="$f0" -v g="$f2" \
+     'BEGIN { exit !(b < a && c < b && f > 0 && (f - g) * (f - g) <= 1e-18 * f * f) }'
+then ok; else bad "expert load variation: box $g0 / $g1 / $g2 s at cv 0 / 0.7 / 1.5; one rate $f0 / $f2 s"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
