@@ -104,11 +104,14 @@ static TARGET void pack_a_columns(float *apack, const gemm_f32_args *g, int ic, 
     }
 }
 
+// A few-row product (an expert's rows) packs a weight straight from memory for little
+// compute: each source line of the next panel is prefetched while this one is packed.
 static TARGET void pack_b_panel(float *dst, const gemm_f32_args *g, int p0, int kc, int j0, int nr) {
     const float *b = g->b + p0 * g->b_rs + j0 * g->b_cs;
     const __m256i m0 = mask_of(nr), m1 = mask_of(nr - 8);
     if (g->b_cs == 1 && nr == NR) {
         for (int k = 0; k < kc; k++) {
+            _mm_prefetch((const char *)(b + k * g->b_rs + NR), _MM_HINT_T0);
             _mm256_store_ps(dst + k * NR, _mm256_loadu_ps(b + k * g->b_rs));
             _mm256_store_ps(dst + k * NR + 8, _mm256_loadu_ps(b + k * g->b_rs + 8));
         }
@@ -118,8 +121,8 @@ static TARGET void pack_b_panel(float *dst, const gemm_f32_args *g, int p0, int 
             _mm256_store_ps(dst + k * NR + 8, _mm256_maskload_ps(b + k * g->b_rs + 8, m1));
         }
     } else if (g->b_rs == 1) {
-        pack_transposed(dst, NR, b, g->b_cs, imin(nr, 8), kc, 0);
-        pack_transposed(dst + 8, NR, b + 8 * g->b_cs, g->b_cs, nr - 8, kc, 0);
+        pack_transposed(dst, NR, b, g->b_cs, imin(nr, 8), kc, 8);
+        pack_transposed(dst + 8, NR, b + 8 * g->b_cs, g->b_cs, nr - 8, kc, 8);
     } else {
         gemm_f32_pack_strided(dst, NR, b, g->b_cs, g->b_rs, nr, kc);
     }
