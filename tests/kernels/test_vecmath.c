@@ -3,7 +3,7 @@
 // a time where the build has AVX-512 or AVX2) value for value equal to bg_expf, its sum close to
 // the exact one, and its bf16 form (bg_exp_shifted_sum_bf16) equal to bg_f32_to_bf16 of
 // those values, at lengths with and without a tail; bg_max_f32 exact at every length and
-// with the maximum at either end; vf_tanh against tanh.
+// with the maximum at either end; vf_tanh against tanh; vf_sigmoid bit for bit bg_sigmoidf.
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -108,9 +108,25 @@ static void check_tanh_vf(void) {
 #endif
 }
 
+// vf_sigmoid: bit for bit bg_sigmoidf (the same exp and the same division), over both
+// saturated tails and the exp's clamps.
+static void check_sigmoid_vf(void) {
+#if defined(VF_LANES)
+    int bad = 0;
+    float x[VF_LANES], y[VF_LANES];
+    for (float x0 = -120.0f; x0 <= 120.0f; x0 += VF_LANES * 0.00937f) {
+        for (int j = 0; j < VF_LANES; j++) x[j] = x0 + j * 0.00937f;
+        vf_store(y, vf_sigmoid(vf_load(x)));
+        for (int j = 0; j < VF_LANES; j++) bad += memcmp(&y[j], &(float){bg_sigmoidf(x[j])}, sizeof(float)) != 0;
+    }
+    TU_CHECK(bad == 0, "vf_sigmoid (%d lanes): %d values differ from bg_sigmoidf", VF_LANES, bad);
+#endif
+}
+
 int main(void) {
     check_expf_accuracy();
     check_tanh_vf();
+    check_sigmoid_vf();
     const int lengths[] = {0, 1, 15, 16, 17, 63, 64, 65, 1024, 1107};
     for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
         check_shifted_sum(lengths[i]);
