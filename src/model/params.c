@@ -118,13 +118,16 @@ static void walk_phase(walker *w, const model_config *c) {
         if (!strcmp(model_router_type_name(c->router_type), "noisy_topk"))
             add(w, NULL, l, -1, 1, INIT_ZEROS, E, C, "%s.%d.%s.gate_noise.weight", pre, l, moe);
         // The held experts' input projections, then their output projections: local
-        // expert j's rows are w_in + j*U*C, as moe/ expects.
-        for (int e = 0; e < E; e++) {
+        // expert j's rows are w_in + j*U*C, as moe/ expects. Only the held ones are
+        // visited (add skips the rest): a plan's --search counts a rank's parameters for
+        // every layout, and a paper model has thousands of experts a layer.
+        const int e_lo = w->phase ? w->e0 : 0, e_hi = w->phase ? (E < w->e0 + w->el ? E : w->e0 + w->el) : 0;
+        for (int e = e_lo; e < e_hi; e++) {
             float **first = e == w->e0 ? &lp->moe.w_in : NULL;
             add(w, first, l, e, 1, INIT_NORMAL, F, C, "%s.%d.%s.experts.%d.w1.weight", pre, l, moe, e);
             if (swiglu) add(w, NULL, l, e, 1, INIT_NORMAL, F, C, "%s.%d.%s.experts.%d.w3.weight", pre, l, moe, e);
         }
-        for (int e = 0; e < E; e++) {
+        for (int e = e_lo; e < e_hi; e++) {
             float **first = e == w->e0 ? &lp->moe.w_out : NULL;
             add(w, first, l, e, 1, INIT_NORMAL_RESIDUAL, C, F, "%s.%d.%s.experts.%d.w2.weight", pre,
                 l, moe, e);

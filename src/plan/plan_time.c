@@ -15,31 +15,35 @@ typedef struct {
 // Seconds per FLOP of (M,K)x(K,N) GEMMs whose M varies with variation cv about its mean
 // (the experts' rows under an unequal gate), M at most M_max: taller products run faster
 // and hold more of the FLOPs. M is taken as gamma-distributed; a FLOP then lies in a
-// product of M rows with the size-biased density, a gamma of shape 1/cv² + 1, averaged
-// on a grid (midpoints, out to 12 standard deviations).
+// product of M rows with the size-biased density, a gamma of shape a = 1/cv² + 1 (mean
+// M·(1 + cv²)), averaged at 48 midpoints within 8 standard deviations of its mean, the
+// density taken relative to its mode (no overflow at large a). Below cv 0.05 the
+// density is narrow: the rate at its mean.
 static double spread_s_per_flop(const gemm_acc *g, double M, double cv, double M_max, double K, double N) {
-    if (cv < 1e-3) return 1 / plan_gemm_rate(g->cl, g->dt, M, K, N);
-    const int n = 96;
-    const double a = 1 / (cv * cv) + 1, scale = M * cv * cv, h = (a + 12 * sqrt(a)) / n;
+    if (cv < 0.05) return 1 / plan_gemm_rate(g->cl, g->dt, fmin(M * (1 + cv * cv), M_max), K, N);
+    const int n = 48;
+    const double a = 1 / (cv * cv) + 1, mode = a - 1, scale = M * cv * cv;
+    const double lo = fmax(0, a - 8 * sqrt(a)), h = (a + 8 * sqrt(a) - lo) / n;
     double s = 0, w = 0;
     for (int i = 0; i < n; i++) {
-        const double x = (i + 0.5) * h, d = exp((a - 1) * log(x) - x);
-        const double m = fmin(fmax(scale * x, 1), M_max);
-        s += d / plan_gemm_rate(g->cl, g->dt, m, K, N), w += d;
+        const double x = lo + (i + 0.5) * h, d = exp(mode * log(x / mode) - (x - mode));
+        s += d / plan_gemm_rate(g->cl, g->dt, fmin(fmax(scale * x, 1), M_max), K, N), w += d;
     }
     return s / w;
 }
 
-// count calls of (M,K)x(K,N) GEMMs of M rows on average, varying by cv (at most M_max).
-static void gemm_spread(gemm_acc *g, double M, double cv, double M_max, double K, double N, double count) {
+// count calls of (M,K)x(K,N) GEMMs at s_per_flop seconds a FLOP.
+static void gemm_priced(gemm_acc *g, double M, double K, double N, double count, double s_per_flop) {
     if (M <= 0 || K <= 0 || N <= 0 || count <= 0) return;
     double f = 2 * M * K * N;
-    g->gemm_s += count * f * spread_s_per_flop(g, M, cv, M_max, K, N);
+    g->gemm_s += count * f * s_per_flop;
     g->flops += count * f;
 }
 
 // count calls of an (M,K)x(K,N) GEMM, each priced at the curve's rate for its size.
-static void gemm(gemm_acc *g, double M, double K, double N, double count) { gemm_spread(g, M, 0, M, K, N, count); }
+static void gemm(gemm_acc *g, double M, double K, double N, double count) {
+    if (M > 0 && K > 0 && N > 0 && count > 0) gemm_priced(g, M, K, N, count, 1 / plan_gemm_rate(g->cl, g->dt, M, K, N));
+}
 
 // Bytes over a node's links: the part leaving the supernode runs at 1/oversubscription
 // of the link rate (the upper fat-tree level), g = nodes the traffic spreads over.
@@ -234,7 +238,7 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     double attn_s = 0, attn_flops = 0, a2a_s = 0, a2a_inter = 0, a2a_intra = 0;
     double cast = l->dtype == PLAN_FP32 ? 0 : 6;  // bytes per operand element rounded
     r->imbalance = r->keep = 1;
-    double rows_cv = 0;
+    double rows_cv = 0, se_in = 0, se_out = 0;  // the experts' seconds per FLOP
     if (E > 0)
         plan_routing_cost(c, EP, l->P / (tp * pp), N, T, cf, l->load_cv, &r->imbalance, &r->keep, &rows_cv);
     if (E > 0 && l->imbalance > 0) r->imbalance = l->imbalance;
@@ -294,9 +298,14 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
             experts_concurrent = matmul_concurrent_for(local, cl->rank_cores);  // one per thread
             gemm(&g32, Nm, C, E, 3 + rec);  // the router: fp32 whatever --dtype says
             // Unequal loads put most of the FLOPs in the taller experts, whose products
-            // run faster: each expert's rows vary by rows_cv, at most the group's tokens.
-            gemm_spread(&ge, rows, rows_cv, Nm * EP, C, in_mult * Im, (3 + rec) * local);
-            gemm_spread(&ge, rows, rows_cv, Nm * EP, Im, C, (3 + rec) * local);
+            // run faster: each expert's rows vary by rows_cv, at most the group's tokens
+            // (the same for every MoE layer: priced once).
+            if (se_in == 0) {
+                se_in = spread_s_per_flop(&ge, rows, rows_cv, Nm * EP, C, in_mult * Im);
+                se_out = spread_s_per_flop(&ge, rows, rows_cv, Nm * EP, Im, C);
+            }
+            gemm_priced(&ge, rows, C, in_mult * Im, (3 + rec) * local, se_in);
+            gemm_priced(&ge, rows, Im, C, (3 + rec) * local, se_out);
             double R_all = imb * rows * local;
             round_bytes += cast * R_all * (2 * C + Im) * 2;
             act_bytes += elem * R_all * Im * (act_fwd * (1 + rec) + act_bwd);
