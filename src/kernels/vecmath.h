@@ -4,8 +4,8 @@
 // calls unless built with -ffast-math and libmvec, and softmax, cross-entropy,
 // GELU and SiLU spend most of their time in them. Plain arithmetic, so results
 // are identical on every run of a build (no library or run-time CPU dispatch behind
-// them; what the build targets, FMA and AVX-512, is chosen at compile time), and the
-// 16-lane forms give bg_expf's bits. Internal to kernels/.
+// them; what the build targets, FMA, AVX2 or AVX-512, is chosen at compile time), and
+// the vector form (vf_exp) gives bg_expf's bits. Internal to kernels/.
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -51,42 +51,11 @@ static inline float bg_expf(float x) {
     return p * two_n.f;
 }
 
+// vf: the widest float vector of the build (zmm with AVX-512, ymm with AVX2 and FMA), for
+// loops written once for every width; VF_LANES is undefined elsewhere.
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
-// bg_expf on 16 lanes, bit for bit (the same clamp, rounding and polynomial; 2^n applied
-// by vscalefps, exact here as the integer construction): 15 instructions, against about
-// 24 for GCC's vectorisation of bg_expf, which builds the clamps from masked moves.
-static inline __m512 bg_expf16(__m512 x) {
-    x = _mm512_max_ps(_mm512_set1_ps(-87.0f), x);  // a NaN x passes through both
-    x = _mm512_min_ps(_mm512_set1_ps(88.0f), x);
-    const __m512 magic = _mm512_set1_ps(12582912.0f);
-    const __m512 n =
-        _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), magic), magic);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), x);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
-
-// bg_tanhf on 16 lanes with the division 2/(e^{2u}+1) as a 14-bit reciprocal and one
-// Newton step: within 3e-7 of bg_tanhf, not bit for bit. vdivps had been GELU's
-// bottleneck under perf. Past u ≈ ±44 the reciprocal of e^{2u}+1 is 0 or 1: tanh is ±1.
-static inline __m512 bg_tanhf16(__m512 u) {
-    const __m512 one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
-    const __m512 d = _mm512_add_ps(bg_expf16(_mm512_add_ps(u, u)), one);
-    __m512 y = _mm512_rcp14_ps(d);
-    y = _mm512_mul_ps(y, _mm512_fnmadd_ps(d, y, two));  // y·(2 - d·y)
-    return _mm512_fnmadd_ps(two, y, one);               // 1 - 2y
-}
-
-// vf: the widest float vector the build has, for loops written once for every width.
 typedef __m512 vf;
 #define VF_LANES 16
 static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
@@ -95,48 +64,26 @@ static inline vf vf_set1(float x) { return _mm512_set1_ps(x); }
 static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
 static inline vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
 static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }
 static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
+static inline vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }    // a·b + c
 static inline vf vf_fnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a·b
-static inline vf vf_exp(vf x) { return bg_expf16(x); }
-static inline vf vf_tanh(vf u) { return bg_tanhf16(u); }
-static inline vf vf_sigmoid(vf x) {  // bg_sigmoidf, bit for bit
-    const vf one = _mm512_set1_ps(1.0f);
-    return _mm512_div_ps(one, _mm512_add_ps(one, bg_expf16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+// p·2^n for integral n in the exponent's range: vscalefps, exact.
+static inline vf vf_scale2(vf p, vf n) { return _mm512_scalef_ps(p, n); }
+// 1 - 2/d for d >= 1: a 14-bit reciprocal and one Newton step, within 3e-7 of the
+// division (vdivps had been GELU's bottleneck under perf); 1/d is 0 or 1 at the ends.
+static inline vf vf_one_minus_two_over(vf d) {
+    const vf one = vf_set1(1.0f), two = vf_set1(2.0f);
+    vf y = _mm512_rcp14_ps(d);
+    y = _mm512_mul_ps(y, _mm512_fnmadd_ps(d, y, two));  // y·(2 - d·y)
+    return _mm512_fnmadd_ps(two, y, one);               // 1 - 2y
 }
 static inline float vf_sum(vf a) { return _mm512_reduce_add_ps(a); }
 static inline float vf_hmax(vf a) { return _mm512_reduce_max_ps(a); }
 
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
-
-// bg_expf on 8 lanes, bit for bit: the same clamp, rounding and polynomial, and 2^n
-// built in the exponent bits as there (n is integral, so the conversion is exact).
-static inline __m256 bg_expf8(__m256 x) {
-    x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x);  // a NaN x passes through both
-    x = _mm256_min_ps(_mm256_set1_ps(88.0f), x);
-    const __m256 magic = _mm256_set1_ps(12582912.0f);
-    const __m256 n =
-        _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), magic), magic);
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693359375f), x);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-// bg_tanhf on 8 lanes, bit for bit (the division as there: an approximate reciprocal's
-// error left tanh short of ±1 in the tails, so GELU's gradient short of 0).
-static inline __m256 bg_tanhf8(__m256 u) {
-    const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
-    return _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(bg_expf8(_mm256_add_ps(u, u)), one)));
-}
 
 typedef __m256 vf;
 #define VF_LANES 8
@@ -146,15 +93,19 @@ static inline vf vf_set1(float x) { return _mm256_set1_ps(x); }
 static inline vf vf_add(vf a, vf b) { return _mm256_add_ps(a, b); }
 static inline vf vf_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
 static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+static inline vf vf_div(vf a, vf b) { return _mm256_div_ps(a, b); }
 static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
+static inline vf vf_min(vf a, vf b) { return _mm256_min_ps(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 static inline vf vf_fnma(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
-static inline vf vf_exp(vf x) { return bg_expf8(x); }
-static inline vf vf_tanh(vf u) { return bg_tanhf8(u); }
-static inline vf vf_sigmoid(vf x) {  // bg_sigmoidf, bit for bit
-    const vf one = _mm256_set1_ps(1.0f);
-    return _mm256_div_ps(one, _mm256_add_ps(one, bg_expf8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+// p·2^n for integral n: 2^n built in the exponent bits, as bg_expf does.
+static inline vf vf_scale2(vf p, vf n) {
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
+// 1 - 2/d, divided as bg_tanhf does (an approximate reciprocal's error left tanh short
+// of ±1 in the tails, so GELU's gradient short of 0).
+static inline vf vf_one_minus_two_over(vf d) { return vf_sub(vf_set1(1.0f), vf_div(vf_set1(2.0f), d)); }
 static inline float vf_sum(vf a) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -164,6 +115,37 @@ static inline float vf_hmax(vf a) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
+#endif
+
+#if defined(VF_LANES)
+// bg_expf on every lane, bit for bit (the same clamp, rounding and polynomial; 2^n
+// exact): 15 instructions with AVX-512, against about 24 for GCC's vectorisation of
+// bg_expf, which builds the clamps from masked moves.
+static inline vf vf_exp(vf x) {
+    x = vf_max(vf_set1(-87.0f), x);  // a NaN x passes through both
+    x = vf_min(vf_set1(88.0f), x);
+    const vf magic = vf_set1(12582912.0f);
+    const vf n = vf_sub(vf_fma(x, vf_set1(1.44269504088896341f), magic), magic);
+    vf r = vf_fma(n, vf_set1(-0.693359375f), x);
+    r = vf_fma(n, vf_set1(2.12194440e-4f), r);
+    vf p = vf_set1(1.9875691500e-4f);
+    p = vf_fma(p, r, vf_set1(1.3981999507e-3f));
+    p = vf_fma(p, r, vf_set1(8.3334519073e-3f));
+    p = vf_fma(p, r, vf_set1(4.1665795894e-2f));
+    p = vf_fma(p, r, vf_set1(1.6666665459e-1f));
+    p = vf_fma(p, r, vf_set1(5.0000001201e-1f));
+    p = vf_add(vf_fma(vf_mul(p, r), r, r), vf_set1(1.0f));
+    return vf_scale2(p, n);
+}
+
+// bg_tanhf, 1 - 2/(e^{2u}+1): bit for bit with AVX2, within 3e-7 with AVX-512.
+static inline vf vf_tanh(vf u) { return vf_one_minus_two_over(vf_add(vf_exp(vf_add(u, u)), vf_set1(1.0f))); }
+
+// bg_sigmoidf, bit for bit.
+static inline vf vf_sigmoid(vf x) {
+    const vf one = vf_set1(1.0f);
+    return vf_div(one, vf_add(one, vf_exp(vf_sub(vf_set1(0.0f), x))));
 }
 #endif
 
@@ -205,7 +187,7 @@ static inline float bg_exp_shifted_sum_bf16(uint16_t *o, const float *x, float s
     const __m512 s = _mm512_set1_ps(shift);
     __m512 acc = _mm512_setzero_ps();
     for (; i + 16 <= n; i += 16) {
-        const __m512 v = bg_expf16(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
+        const __m512 v = vf_exp(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
         acc = _mm512_add_ps(acc, v);
         _mm256_storeu_si256((__m256i *)(o + i), (__m256i)_mm512_cvtneps_pbh(v));
     }
