@@ -10,17 +10,14 @@ enum { SWIGLU_BLOCK = 1024 };  // columns per block: 4 KiB of floats, in L1
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
+#if defined(VF_LANES)
 // y[f] = silu(gate[f])·up[f] for the whole vectors of f < m; returns how many were done.
 static int swiglu_forward_vf(float *y, const float *gate, const float *up, int m) {
     int f = 0;
-#if defined(VF_LANES)
     for (; f + VF_LANES <= m; f += VF_LANES) {
         const vf g = vf_load(gate + f);
         vf_store(y + f, vf_mul(vf_mul(g, vf_sigmoid(g)), vf_load(up + f)));
     }
-#else
-    (void)y, (void)gate, (void)up, (void)m;
-#endif
     return f;
 }
 
@@ -28,7 +25,6 @@ static int swiglu_forward_vf(float *y, const float *gate, const float *up, int m
 static int swiglu_backward_vf(float *dg, float *du, const float *gate, const float *up,
                               const float *dy, int m) {
     int f = 0;
-#if defined(VF_LANES)
     const vf one = vf_set1(1.0f);
     for (; f + VF_LANES <= m; f += VF_LANES) {
         const vf g = vf_load(gate + f), s = vf_sigmoid(g), d = vf_load(dy + f);
@@ -36,11 +32,9 @@ static int swiglu_backward_vf(float *dg, float *du, const float *gate, const flo
         vf_store(dg + f, vf_mul(ds, vf_fma(g, vf_sub(one, s), one)));
         vf_store(du + f, vf_mul(vf_mul(d, g), s));
     }
-#else
-    (void)dg, (void)du, (void)gate, (void)up, (void)dy, (void)m;
-#endif
     return f;
 }
+#endif
 
 // The arguments of a call, for its rows' ranges (bg_parallel_ranges).
 typedef struct {
@@ -62,7 +56,10 @@ static void swiglu_forward_rows(void *ctx, size_t n0, size_t n1) {
         for (int f0 = 0; f0 < F; f0 += SWIGLU_BLOCK) {
             const int m = imin(SWIGLU_BLOCK, F - f0);
             float y[SWIGLU_BLOCK];
-            const int v = swiglu_forward_vf(y, gate + f0, up + f0, m);
+            int v = 0;
+#if defined(VF_LANES)
+            v = swiglu_forward_vf(y, gate + f0, up + f0, m);
+#endif
             #pragma omp simd
             for (int f = v; f < m; f++) y[f] = gate[f0 + f] * bg_sigmoidf(gate[f0 + f]) * up[f0 + f];
             operand_store(out, (size_t)n * F + f0, y, (size_t)m, p);
@@ -83,7 +80,10 @@ static void swiglu_backward_rows(void *ctx, size_t n0, size_t n1) {
         for (int f0 = 0; f0 < F; f0 += SWIGLU_BLOCK) {
             const int m = imin(SWIGLU_BLOCK, F - f0);
             float dg[SWIGLU_BLOCK], du[SWIGLU_BLOCK];
-            const int v = swiglu_backward_vf(dg, du, gate + f0, up + f0, dy + f0, m);
+            int v = 0;
+#if defined(VF_LANES)
+            v = swiglu_backward_vf(dg, du, gate + f0, up + f0, dy + f0, m);
+#endif
             #pragma omp simd
             for (int f = v; f < m; f++) {
                 const float g = gate[f0 + f], s = bg_sigmoidf(g);

@@ -53,22 +53,26 @@ static inline float bg_expf(float x) {
 
 // vf: the widest float vector of the build (zmm with AVX-512, ymm with AVX2 and FMA), for
 // loops written once for every width; VF_LANES is undefined elsewhere.
+// The one-instruction operations of a width, W its intrinsics' prefix (_mm512, _mm256).
+#define VF_OPERATIONS(W)                                                                \
+    static inline vf vf_load(const float *p) { return W##_loadu_ps(p); }               \
+    static inline void vf_store(float *p, vf a) { W##_storeu_ps(p, a); }               \
+    static inline vf vf_set1(float x) { return W##_set1_ps(x); }                       \
+    static inline vf vf_add(vf a, vf b) { return W##_add_ps(a, b); }                   \
+    static inline vf vf_sub(vf a, vf b) { return W##_sub_ps(a, b); }                   \
+    static inline vf vf_mul(vf a, vf b) { return W##_mul_ps(a, b); }                   \
+    static inline vf vf_div(vf a, vf b) { return W##_div_ps(a, b); }                   \
+    static inline vf vf_max(vf a, vf b) { return W##_max_ps(a, b); }                   \
+    static inline vf vf_min(vf a, vf b) { return W##_min_ps(a, b); }                   \
+    static inline vf vf_fma(vf a, vf b, vf c) { return W##_fmadd_ps(a, b, c); }  /* a·b + c */ \
+    static inline vf vf_fnma(vf a, vf b, vf c) { return W##_fnmadd_ps(a, b, c); } /* c - a·b */
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
 typedef __m512 vf;
 #define VF_LANES 16
-static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
-static inline void vf_store(float *p, vf a) { _mm512_storeu_ps(p, a); }
-static inline vf vf_set1(float x) { return _mm512_set1_ps(x); }
-static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
-static inline vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
-static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
-static inline vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }
-static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
-static inline vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }
-static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }    // a·b + c
-static inline vf vf_fnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a·b
+VF_OPERATIONS(_mm512)
 // p·2^n for integral n in the exponent's range: vscalefps, exact.
 static inline vf vf_scale2(vf p, vf n) { return _mm512_scalef_ps(p, n); }
 // 1 - 2/d for d >= 1: a 14-bit reciprocal and one Newton step, within 3e-7 of the
@@ -87,17 +91,7 @@ static inline float vf_hmax(vf a) { return _mm512_reduce_max_ps(a); }
 
 typedef __m256 vf;
 #define VF_LANES 8
-static inline vf vf_load(const float *p) { return _mm256_loadu_ps(p); }
-static inline void vf_store(float *p, vf a) { _mm256_storeu_ps(p, a); }
-static inline vf vf_set1(float x) { return _mm256_set1_ps(x); }
-static inline vf vf_add(vf a, vf b) { return _mm256_add_ps(a, b); }
-static inline vf vf_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
-static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
-static inline vf vf_div(vf a, vf b) { return _mm256_div_ps(a, b); }
-static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
-static inline vf vf_min(vf a, vf b) { return _mm256_min_ps(a, b); }
-static inline vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
-static inline vf vf_fnma(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
+VF_OPERATIONS(_mm256)
 // p·2^n for integral n: 2^n built in the exponent bits, as bg_expf does.
 static inline vf vf_scale2(vf p, vf n) {
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
