@@ -42,7 +42,7 @@ static void gemm_priced(gemm_acc *g, double M, double K, double N, double count,
 
 // count calls of an (M,K)x(K,N) GEMM, each priced at the curve's rate for its size.
 static void gemm(gemm_acc *g, double M, double K, double N, double count) {
-    if (M > 0 && K > 0 && N > 0 && count > 0) gemm_priced(g, M, K, N, count, 1 / plan_gemm_rate(g->cl, g->dt, M, K, N));
+    if (M > 0 && K > 0 && N > 0) gemm_priced(g, M, K, N, count, 1 / plan_gemm_rate(g->cl, g->dt, M, K, N));
 }
 
 // Bytes over a node's links: the part leaving the supernode runs at 1/oversubscription
@@ -238,11 +238,25 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
     double attn_s = 0, attn_flops = 0, a2a_s = 0, a2a_inter = 0, a2a_intra = 0;
     double cast = l->dtype == PLAN_FP32 ? 0 : 6;  // bytes per operand element rounded
     r->imbalance = r->keep = 1;
-    double rows_cv = 0, se_in = 0, se_out = 0;  // the experts' seconds per FLOP
+    double rows_cv = 0;
     if (E > 0)
         plan_routing_cost(c, EP, l->P / (tp * pp), N, T, cf, l->load_cv, &r->imbalance, &r->keep, &rows_cv);
     if (E > 0 && l->imbalance > 0) r->imbalance = l->imbalance;
     const double imb = r->imbalance, keep = r->keep;
+    // With tensor parallelism (sequence parallel, expert TP 1: Megatron's MoE folding)
+    // each rank of a TP group routes 1/tp of the tokens. The experts' GEMMs are priced at
+    // a balanced expert's rows, their time times imb below: the slowest rank's extra rows
+    // land unevenly on its experts, so they run at the typical expert's rate, not at that
+    // of uniformly taller products. Unequal loads put most of the FLOPs in the taller
+    // experts, whose products run faster: each expert's rows vary by rows_cv, at most
+    // the group's tokens. The same in every MoE layer: priced once.
+    const double Nm = N / tp, Im = c->moe_intermediate_size, rows = E > 0 ? keep * Nm * k * EP / E : 0;
+    const int local = E > 0 ? E / EP : 0;
+    double se_in = 0, se_out = 0;  // the experts' seconds per FLOP
+    if (E > 0) {
+        se_in = spread_s_per_flop(&ge, rows, rows_cv, Nm * EP, C, in_mult * Im);
+        se_out = spread_s_per_flop(&ge, rows, rows_cv, Nm * EP, Im, C);
+    }
     const int L = c->num_hidden_layers, Ls = (L + pp - 1) / pp;  // layers of the (first) stage
     const int r_in = EP < R ? EP : R;
     int moe_layers = 0;
@@ -287,23 +301,8 @@ void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,
         double act_fwd = swiglu ? 3 : 2, act_bwd = swiglu ? 5 : 3;
         if (model_layer_is_moe(c, layer)) {
             moe_layers++;
-            // With tensor parallelism (sequence parallel, expert TP 1: Megatron's MoE
-            // folding) each rank of a TP group routes 1/tp of the tokens.
-            double Nm = N / tp;
-            // The GEMMs at a balanced expert's rows, their time times imb below: the
-            // slowest rank's extra rows land unevenly on its experts, so they run at
-            // the typical expert's rate, not at that of uniformly taller products.
-            double Im = c->moe_intermediate_size, rows = keep * Nm * k * EP / E;
-            int local = E / EP;
             experts_concurrent = matmul_concurrent_for(local, cl->rank_cores);  // one per thread
             gemm(&g32, Nm, C, E, 3 + rec);  // the router: fp32 whatever --dtype says
-            // Unequal loads put most of the FLOPs in the taller experts, whose products
-            // run faster: each expert's rows vary by rows_cv, at most the group's tokens
-            // (the same for every MoE layer: priced once).
-            if (se_in == 0) {
-                se_in = spread_s_per_flop(&ge, rows, rows_cv, Nm * EP, C, in_mult * Im);
-                se_out = spread_s_per_flop(&ge, rows, rows_cv, Nm * EP, Im, C);
-            }
             gemm_priced(&ge, rows, C, in_mult * Im, (3 + rec) * local, se_in);
             gemm_priced(&ge, rows, Im, C, (3 + rec) * local, se_out);
             double R_all = imb * rows * local;
