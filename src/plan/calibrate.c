@@ -63,7 +63,11 @@ static size_t flush_floats(void) {
     return bytes / 4;
 }
 
+// On the timed call's team: its threads stay awake into the call, as after a step's
+// previous kernel (a team idle through a one-thread flush sleeps, and waking it cost
+// the two-thread products a tenth of their speedup on a KVM guest).
 static void flush(float *f, size_t n) {
+    #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n / 2; i++) f[i] = 1.0001f * f[i + n / 2] + f[i];
 }
 
@@ -224,23 +228,30 @@ static double time_activation_kernels(const model_config *c, int B, int T, doubl
 }
 
 // How much faster a rank runs the model's fp32 GEMM triples on `all` threads than on
-// `threads`: the ratio of their summed times, each shape timed at both counts in turn
-// (the machine's drift lands on both).
+// `threads`: the median over the shapes of their time ratios, each shape timed at both
+// counts in turn (the machine's drift lands on both). A median, not the ratio of summed
+// times, because a shared host's stolen core slows one shape's two-thread samples by up
+// to a third, and one such shape moved the sum's ratio from 1.8-2.0 to 1.4.
 static double gemm_speedup(const shape *v, int n, int threads, int all, float *fl, size_t nfl,
                            double budget) {
     int own = 0;
     for (int i = 0; i < n; i++) own += v[i].own;
     if (!own) return 0;
     kernel_ctx *kc = kernel_ctx_create(BG_FP32);
-    double t[2] = {0, 0};
-    for (int i = 0; i < n; i++)
-        for (int r = 0; r < 2 && v[i].own; r++) {
+    double ratio[PLAN_CALIBRATE_SHAPES];
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (!v[i].own) continue;
+        double t[2];
+        for (int r = 0; r < 2; r++) {
             bg_threads_set(r ? all : threads);
-            t[r] += 3 * v[i].flops / time_gemm(kc, &v[i], fl, nfl, budget / (2.0 * 5 * own));
+            t[r] = 1 / time_gemm(kc, &v[i], fl, nfl, budget / (2.0 * 5 * own));
         }
+        ratio[m++] = t[0] / t[1];
+    }
     bg_threads_set(threads);
     kernel_ctx_free(kc);
-    return t[0] / t[1];
+    return bg_median(ratio, m);
 }
 
 int plan_calibrate_shapes(plan_gemm_shape *v, const model_config *c, int B, int T) {
@@ -408,11 +419,14 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
                                                                 model_kv_heads(c), 0.1 * seconds / 3);  // 5 samples
     }
     // One rank on all the cores (ranks_per_node x threads, as the CLI's file states):
-    // its speedup over `threads`, at most the ratio.
+    // its speedup over `threads`, at most the ratio. Timed on cached operands: the
+    // curves price the cold operands' traffic already, and cold products on all the
+    // cores at once (sharing the memory bus) read well under the speedup a step gets
+    // over those curves (docs/PLANNER.md, all cores).
     const int all = cores >= 2 * threads ? (int)(cores / threads) * threads : threads;
     if (c && all > threads) {
         const double ratio = (double)all / threads;
-        cl->node_gemm_speedup = fmin(ratio, gemm_speedup(v, n, threads, all, fl, nfl, 0.1 * seconds));
+        cl->node_gemm_speedup = fmin(ratio, gemm_speedup(v, n, threads, all, fl, 0, 0.1 * seconds));
         const double act1 = time_activation_kernels(c, B, T, 0.03 * seconds);
         bg_threads_set(all);
         const double actn = time_activation_kernels(c, B, T, 0.03 * seconds);
