@@ -21,8 +21,9 @@
 # machine moved 177 -> 239 GFLOP/s between runs of this script an hour apart): the
 # predicted step is the median of the rounds' predictions. Peak RSS: rank 0's
 # peak_rss_mib, the median over the runs. Predicted RSS = the plan's expected_total (the
-# memory report's total with dropless EP's grown heap at the expected imbalance, not at
-# its 8x limit, which a run reaches only under a collapsed gate) + the process's
+# memory report's total with dropless EP's grown heap at the most skewed loads the
+# routing groups allow, or at the runs' load_cv in the err|cv column, not at its 8x
+# limit, which a run reaches only under a collapsed gate) + the process's
 # base (libraries, MPI, thread stacks), taken from tiny_moe at each P (one process at
 # P = 1; under MPI a rank's shared-memory segments grow with the ranks on the node:
 # 23.5 MiB at P = 2, 25.4 at P = 4 on Intel 6/167) — those rows are marked "base" and

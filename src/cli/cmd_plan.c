@@ -26,10 +26,11 @@ static void print_json(FILE *f, const plan_layout *l, const plan_result *r) {
             l->tp, l->pp, l->micro);
     fprintf(f, "\"memory\": {\"params\": %zu, \"grads\": %zu, \"optimizer\": %zu, \"activations\": %zu, "
                "\"moe_exchange\": %zu, \"moe_exchange_heap_bound\": %zu, \"workspaces\": %zu, "
-               "\"snapshot\": %zu, \"comm_scratch\": %zu, \"total\": %zu, \"expected_total\": %zu}, "
+               "\"snapshot\": %zu, \"comm_scratch\": %zu, \"total\": %zu, \"expected_total\": %zu, "
+               "\"expected_imbalance\": %.4g}, "
                "\"memory_per_node\": %.0f, \"fits\": %s, \"cache_resident\": %s, ",
             m->params, m->grads, m->optimizer, m->activations, m->moe_exchange, m->moe_exchange_heap,
-            m->workspaces, m->snapshot, m->comm_scratch, m->total, r->mem_expected, r->mem_node,
+            m->workspaces, m->snapshot, m->comm_scratch, m->total, r->mem_expected, r->mem_imbalance, r->mem_node,
             r->fits ? "true" : "false", r->cache_resident ? "true" : "false");
     fprintf(f, "\"flops_model\": %.6g, \"flops_executed\": %.6g, \"imbalance\": %.4g, \"time\": {"
                "\"gemm_dense_s\": %.6g, \"gemm_expert_s\": %.6g, \"gemm_head_s\": %.6g, \"attention_s\": %.6g, "
@@ -58,7 +59,8 @@ static void print_text(const plan_cluster *cl, const plan_layout *l, const plan_
     printf(", workspaces %.1f, snapshot %.1f, communicators' scratch %.1f, total %.1f", m->workspaces / MIB,
            m->snapshot / MIB, m->comm_scratch / MIB, m->total / MIB);
     if (r->mem_expected != m->total)
-        printf(" (expected peak %.1f: the grown heap at the expected imbalance and the pages a run makes resident)", r->mem_expected / MIB);
+        printf(" (expected peak %.1f: the grown heap at expert rows max/mean %.3f and the pages a run makes resident)",
+               r->mem_expected / MIB, r->mem_imbalance);
     printf("\n");
     printf("memory per node: %.2f GiB of %.2f GiB: %s%s\n", r->mem_node / (MIB * 1024),
            cl->mem_per_node / (MIB * 1024), r->fits ? "fits" : "DOES NOT FIT",

@@ -161,9 +161,19 @@ int plan_run(plan_result *r, const model_config *c0, const plan_cluster *cl, con
     double f = 1.0 / (l->tp * (double)l->pp);
     plan_time(r, c, &scaled, l, (size_t)(dense * f), (size_t)(numel * f), (size_t)(m->owned * f));
     r->mem_expected = m->total;
+    r->mem_imbalance = r->imbalance;
     if (m->moe_exchange_heap > 0) {
+        // A run's peak is set by its most skewed step and layer, and a learned gate starts
+        // far from uniform routing (docs/PLANNER.md): unless --imbalance or --load-cv says
+        // how skewed, the heap takes the most skewed loads the routing groups allow (a
+        // group's tokens all on the same k experts). The step time keeps the expected loads.
+        if (l->imbalance <= 0 && l->load_cv <= 0) {
+            double keep;
+            plan_routing_cost(c, ep, dp, (double)l->B * l->T, l->T, c->capacity_factor, INFINITY,
+                              &r->mem_imbalance, &keep, NULL);
+        }
         memory_report e;
-        plan_memory(&e, c, l, ep, r->zero, R, r->imbalance);
+        plan_memory(&e, c, l, ep, r->zero, R, r->mem_imbalance);
         r->mem_expected = m->total - m->moe_exchange_heap + e.moe_exchange_heap;
     }
     if (l->tp == 1 && l->pp == 1)  // analytic layouts (TP, PP) keep the report's bytes

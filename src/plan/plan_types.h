@@ -43,10 +43,12 @@ typedef struct {
     double imbalance, keep;    // expert rows max/mean; kept fraction after capacity
     double tokens_per_s, mfu;
     memory_report mem;         // per rank, each component the largest over the ranks
-    // mem.total with dropless EP's grown heap at the expected imbalance's rows instead of
-    // its limit (8x the mean): what a run is likely to touch (peak RSS), where mem.total
-    // is what it may allocate. Equal to mem.total without a grown heap.
+    // mem.total with dropless EP's grown heap at mem_imbalance's rows instead of its
+    // limit (8x the mean): what a run is likely to touch (peak RSS), where mem.total is
+    // what it may allocate. Equal to mem.total without a grown heap. mem_imbalance: the
+    // given (--imbalance, --load-cv) one, else the most skewed the routing groups allow.
     size_t mem_expected;
+    double mem_imbalance;
     double mem_node;           // bytes per node
     int fits;
     int cache_resident;        // the node's ranks' state fits its cache (cluster.h)

@@ -314,6 +314,16 @@ if [ -n "$t" ] && awk -v t="$t" -v a="$e1" -v b="$e2" -v h="$h" -v M=$M 'BEGIN {
    awk -v c1="$c1" -v c2="$c2" -v s1="$s1" -v s2="$s2" -v M=$M 'BEGIN {
      exit !(s2 > s1 && s2 - s1 <= 10 * M && c1 - c2 >= 14 * M - 10 * M && c1 - c2 <= 14 * M) }'; then ok
 else bad "expected peak: total $t (heap bound $h), imbalance 1 -> $e1, 2 -> $e2; capacity $c1/$c2; one rank $s1/$s2"; fi
+# Without --imbalance or --load-cv the expected peak prices the heap at the most skewed
+# loads the routing groups allow: above a skewed gate's (load cv 0.5), at most the
+# collapsed groups' (load cv 100), below the limit; SWIPE's at imbalance 1.
+ed=$(plan $flags | field expected_total); ei=$(plan $flags | field expected_imbalance)
+eh=$(plan $flags --load-cv 0.5 | field expected_total); ec=$(plan $flags --load-cv 100 | field expected_total)
+sflags="--config $D/swipe.json --ranks 4 --batch-size 2 --seq-len 128"
+sw=$(plan $sflags | field expected_total); s1=$(plan $sflags --imbalance 1 | field expected_total)
+if [ -n "$ed" ] && [ "$ed" = "$ec" ] && [ -n "$sw" ] && [ "$sw" = "$s1" ] &&
+   awk -v d="$ed" -v h="$eh" -v t="$t" -v i="$ei" 'BEGIN { exit !(d > h && d < t && i > 1) }'; then ok
+else bad "default expected peak $ed (imbalance $ei): load cv 0.5 $eh, 100 $ec, limit $t; SWIPE $sw vs $s1"; fi
 # A model whose node's state fits the cache (cache_bytes, with cached GEMM rates and
 # the cache's stream rate) is priced at those: tiny_moe (~5 MiB a rank) on one rank of
 # a node gets a faster step and says so; at 2 per node (~10 MiB) past an 8 MiB cache it
