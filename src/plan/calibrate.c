@@ -46,6 +46,10 @@ static void operands_free(operands *x) {
     free(x->w), free(x->dw), free(x->o), free(x->da), free(x->a), free(x->dout);
 }
 
+// The GEMM curves' samples: CURVE_PASSES passes over the shapes, PASS_SAMPLES each.
+enum { CURVE_PASSES = 3, PASS_SAMPLES = 2, CURVE_SAMPLES = CURVE_PASSES * PASS_SAMPLES };
+enum { ACT_PAIRS = 5 };  // the elementwise kernels' speedup: pairs of timings on 1 and all threads
+
 // Between two uses of a weight a step streams the rest of the model, so every GEMM
 // finds its operands in memory, not in cache: before each timed product a streaming
 // pass over flush_floats() floats evicts them (AMX's bf16 GEMMs on the experts' skinny
@@ -71,20 +75,20 @@ static void flush(float *f, size_t n) {
     for (size_t i = 0; i < n / 2; i++) f[i] = 1.0001f * f[i + n / 2] + f[i];
 }
 
-// The median of 5 samples, each of calls for at least `sample` seconds, flushes included: a
-// shared machine's preemptions land in the samples the way they land in a step,
-// instead of being dodged by a best-of (a first call builds the primitives and rounds
-// the weight). A call is the trainer's triple for one weight: the forward, the
-// backward's data product and its weight product (oneDNN runs them through different
-// kernels, the backward ones slower on skinny shapes), each after a flush and timed
-// without it; the rate is the triple's FLOPs over its time. nfl = 0: no flush, the
-// operands stay cached from the previous call (a model that fits in the cache).
-static double time_gemm(kernel_ctx *kc, const shape *s, float *fl, size_t nfl, double sample) {
+// ns samples of a call's seconds into t, each the mean over calls repeated for at least
+// `sample` seconds, flushes included: a shared machine's preemptions land in the samples
+// the way they land in a step, instead of being dodged by a best-of (a first call builds
+// the primitives and rounds the weight). A call is the trainer's triple for one weight:
+// the forward, the backward's data product and its weight product (oneDNN runs them
+// through different kernels, the backward ones slower on skinny shapes), each after a
+// flush and timed without it. nfl = 0: no flush, the operands stay cached from the
+// previous call (a model that fits in the cache).
+static void time_gemm_samples(kernel_ctx *kc, const shape *s, float *fl, size_t nfl, double sample,
+                              double *t, int ns) {
     operands x;
     operands_alloc(&x, s, kernel_ctx_operand_format(kc));
     matmul_weights_changed(kc);
-    double t[5];
-    for (int r = -1; r < 5; r++) {
+    for (int r = -1; r < ns; r++) {
         double dt = 0, start = bg_now();
         long calls = 0;
         do {
@@ -102,6 +106,12 @@ static double time_gemm(kernel_ctx *kc, const shape *s, float *fl, size_t nfl, d
         if (r >= 0) t[r] = dt / calls;
     }
     operands_free(&x);
+}
+
+// The triple's FLOPs over the median of 5 samples' seconds.
+static double time_gemm(kernel_ctx *kc, const shape *s, float *fl, size_t nfl, double sample) {
+    double t[5];
+    time_gemm_samples(kc, s, fl, nfl, sample, t, 5);
     return 3 * s->flops / bg_median(t, 5);
 }
 
@@ -386,6 +396,8 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
     }
     int cached_n = 0;
     for (int i = 0; i < n; i++) cached_n += cached_shape(&v[i], cl->cache_bytes);
+    double(*cold)[CURVE_SAMPLES] = bg_malloc(sizeof *cold * (n > 0 ? n : 1));
+    double(*warm)[CURVE_SAMPLES] = bg_malloc(sizeof *warm * (n > 0 ? n : 1));
     for (int d = 0; d < 3; d++) {
         kernel_ctx *kc = kernel_ctx_create(dts[d]);
         // fp16, and bf16 on the fp32 path, run the fp32 GEMM on rounded operands held in
@@ -397,12 +409,23 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
         } else {
             double peak = 0;
             for (int k = 0; k < PLAN_GEMM_CLASSES; k++) cl->gemm[pd[d]][k].n = 0;
+            // The shapes' samples are taken in passes over all of them, so that a slow
+            // spell of a shared host lands in a pass's samples of several shapes, which
+            // their medians drop, instead of in every sample of one shape.
+            for (int p = 0; p < CURVE_PASSES; p++)
+                for (int i = 0; i < n; i++) {
+                    time_gemm_samples(kc, &v[i], fl, nfl, 0.8 * seconds / (3.0 * CURVE_SAMPLES * n),
+                                      cold[i] + p * PASS_SAMPLES, PASS_SAMPLES);
+                    if (cached_shape(&v[i], cl->cache_bytes))
+                        time_gemm_samples(kc, &v[i], fl, 0, 0.15 * seconds / (3.0 * CURVE_SAMPLES * cached_n),
+                                          warm[i] + p * PASS_SAMPLES, PASS_SAMPLES);
+                }
             for (int i = 0; i < n; i++) {
                 plan_gemm_curve *g = &cl->gemm[pd[d]][plan_gemm_class_of(v[i].M, v[i].K, v[i].N)];
-                double r = time_gemm(kc, &v[i], fl, nfl, 0.8 * seconds / (3.0 * 5 * n));
+                double r = 3 * v[i].flops / bg_median(cold[i], CURVE_SAMPLES);
                 g->flops[g->n] = v[i].flops, g->ai[g->n] = plan_gemm_ai(v[i].M, v[i].K, v[i].N);
                 g->cached[g->n] = cached_shape(&v[i], cl->cache_bytes)
-                                      ? time_gemm(kc, &v[i], fl, 0, 0.15 * seconds / (3.0 * 5 * cached_n))
+                                      ? 3 * v[i].flops / bg_median(warm[i], CURVE_SAMPLES)
                                       : 0;
                 g->rate[g->n++] = r;
                 if (r > peak) peak = r;
@@ -427,13 +450,18 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
     if (c && all > threads) {
         const double ratio = (double)all / threads;
         cl->node_gemm_speedup = fmin(ratio, gemm_speedup(v, n, threads, all, fl, 0, 0.1 * seconds));
-        const double act1 = time_activation_kernels(c, B, T, 0.03 * seconds);
-        bg_threads_set(all);
-        const double actn = time_activation_kernels(c, B, T, 0.03 * seconds);
-        bg_threads_set(threads);
-        cl->node_act_speedup = fmin(ratio, actn / act1);
+        // The elementwise kernels' speedup likewise from pairs timed in turn, the median
+        // of their ratios: one pair alone read x0.79 on a shared host (the other core stolen).
+        double act[ACT_PAIRS];
+        for (int i = 0; i < ACT_PAIRS; i++) {
+            const double act1 = time_activation_kernels(c, B, T, 0.03 * seconds / ACT_PAIRS);
+            bg_threads_set(all);
+            act[i] = time_activation_kernels(c, B, T, 0.03 * seconds / ACT_PAIRS) / act1;
+            bg_threads_set(threads);
+        }
+        cl->node_act_speedup = fmin(ratio, bg_median(act, ACT_PAIRS));
     }
-    free(fl);
+    free(fl), free(cold), free(warm);
     cl->round_bw = rounding_bw();
     if (cores > threads) {
         bg_threads_set((int)cores);
