@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 typedef plan_gemm_shape shape;
 
@@ -51,8 +54,8 @@ enum { CURVE_PASSES = 3, PASS_SAMPLES = 2, CURVE_SAMPLES = CURVE_PASSES * PASS_S
 enum { ACT_PAIRS = 5 };  // the elementwise kernels' speedup: pairs of timings on 1 and all threads
 
 // Between two uses of a weight a step streams the rest of the model, so every GEMM
-// finds its operands in memory, not in cache: before each timed product a streaming
-// pass over flush_floats() floats evicts them (AMX's bf16 GEMMs on the experts' skinny
+// finds its weight in memory, not in cache: with bf16 operands (make_cold) a streaming
+// pass over flush_floats() floats evicts it before each timed product (AMX's bf16 GEMMs on the experts' skinny
 // shapes run at about half their hot-cache rate then). Three times the last-level
 // cache: a pass the size of the cache (AMD's L3 holds what L2 evicts) left the expert
 // weights of one expert mostly cached, timed as fast as reused ones. At most 96 MiB
@@ -75,28 +78,55 @@ static void flush(float *f, size_t n) {
     for (size_t i = 0; i < n / 2; i++) f[i] = 1.0001f * f[i + n / 2] + f[i];
 }
 
+// A weight's cache lines out to memory, the rest of the caches kept: a step's products
+// on float operands find their weights in memory (streamed past since their last use)
+// but their activations, just written, and the kernel's packing buffers, used by every
+// product, in cache. The streaming flush evicted those too, pricing a 32-row expert
+// product at two thirds of its rate in M2's step. Elsewhere than x86, left cached.
+static void evict(const float *w, size_t floats) {
+#if defined(__SSE2__)
+    for (size_t i = 0; i < floats; i += 16) _mm_clflush(w + i);
+    _mm_mfence();
+#else
+    (void)w, (void)floats;
+#endif
+}
+
+// Before a timed product: with bf16 operands the kernels hold their own rounded copy of
+// the weight, out of evict's reach, so everything is flushed; otherwise the weight
+// and its gradient are evicted.
+static void make_cold(const operands *x, const shape *s, operand_format f, float *fl, size_t nfl) {
+    if (!nfl) return;
+    if (f == OPERAND_BF16) {
+        flush(fl, nfl);
+        return;
+    }
+    evict(x->w, (size_t)s->N * s->K), evict(x->dw, (size_t)s->N * s->K);
+}
+
 // ns samples of a call's seconds into t, each the mean over calls repeated for at least
-// `sample` seconds, flushes included: a shared machine's preemptions land in the samples
+// `sample` seconds, evictions included: a shared machine's preemptions land in the samples
 // the way they land in a step, instead of being dodged by a best-of (a first call builds
 // the primitives and rounds the weight). A call is the trainer's triple for one weight:
 // the forward, the backward's data product and its weight product (oneDNN runs them
-// through different kernels, the backward ones slower on skinny shapes), each after a
-// flush and timed without it. nfl = 0: no flush, the operands stay cached from the
-// previous call (a model that fits in the cache).
+// through different kernels, the backward ones slower on skinny shapes), each after
+// make_cold and timed without it. nfl = 0: nothing evicted, the operands stay cached
+// from the previous call (a model that fits in the cache).
 static void time_gemm_samples(kernel_ctx *kc, const shape *s, float *fl, size_t nfl, double sample,
                               double *t, int ns) {
     operands x;
-    operands_alloc(&x, s, kernel_ctx_operand_format(kc));
+    const operand_format f = kernel_ctx_operand_format(kc);
+    operands_alloc(&x, s, f);
     matmul_weights_changed(kc);
     for (int r = -1; r < ns; r++) {
         double dt = 0, start = bg_now();
         long calls = 0;
         do {
-            if (nfl) flush(fl, nfl);
+            make_cold(&x, s, f, fl, nfl);
             double t0 = bg_now();
             matmul_forward_op(kc, x.o, matmul_rounded(x.a), x.w, s->M, s->K, s->N);
             double t1 = bg_now();
-            if (nfl) flush(fl, nfl);
+            make_cold(&x, s, f, fl, nfl);
             double t2 = bg_now();
             matmul_backward_op(kc, x.da, MATMUL_WRITE, x.dw, matmul_rounded(x.dout),
                                matmul_rounded(x.a), x.w, s->M, s->K, s->N);
