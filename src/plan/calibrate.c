@@ -93,15 +93,17 @@ static void evict(const float *w, size_t floats) {
 }
 
 // Before a timed product: with bf16 operands the kernels hold their own rounded copy of
-// the weight, out of evict's reach, so everything is flushed; otherwise the weight
-// and its gradient are evicted.
-static void make_cold(const operands *x, const shape *s, operand_format f, float *fl, size_t nfl) {
+// the weight, out of evict's reach, so everything is flushed; otherwise the weight is
+// evicted, and before the forward its gradient too (the forward leaves it untouched, so
+// it is still out for the backward that writes it).
+static void make_cold(const operands *x, const shape *s, operand_format f, float *fl, size_t nfl, int grad) {
     if (!nfl) return;
     if (f == OPERAND_BF16) {
         flush(fl, nfl);
         return;
     }
-    evict(x->w, (size_t)s->N * s->K), evict(x->dw, (size_t)s->N * s->K);
+    evict(x->w, (size_t)s->N * s->K);
+    if (grad) evict(x->dw, (size_t)s->N * s->K);
 }
 
 // ns samples of a call's seconds into t, each the mean over calls repeated for at least
@@ -122,11 +124,11 @@ static void time_gemm_samples(kernel_ctx *kc, const shape *s, float *fl, size_t 
         double dt = 0, start = bg_now();
         long calls = 0;
         do {
-            make_cold(&x, s, f, fl, nfl);
+            make_cold(&x, s, f, fl, nfl, 1);
             double t0 = bg_now();
             matmul_forward_op(kc, x.o, matmul_rounded(x.a), x.w, s->M, s->K, s->N);
             double t1 = bg_now();
-            make_cold(&x, s, f, fl, nfl);
+            make_cold(&x, s, f, fl, nfl, 0);
             double t2 = bg_now();
             matmul_backward_op(kc, x.da, MATMUL_WRITE, x.dw, matmul_rounded(x.dout),
                                matmul_rounded(x.a), x.w, s->M, s->K, s->N);
@@ -138,11 +140,11 @@ static void time_gemm_samples(kernel_ctx *kc, const shape *s, float *fl, size_t 
     operands_free(&x);
 }
 
-// The triple's FLOPs over the median of 5 samples' seconds.
-static double time_gemm(kernel_ctx *kc, const shape *s, float *fl, size_t nfl, double sample) {
+// The triple's seconds on cached operands, the median of 5 samples.
+static double time_gemm_cached(kernel_ctx *kc, const shape *s, double sample) {
     double t[5];
-    time_gemm_samples(kc, s, fl, nfl, sample, t, 5);
-    return 3 * s->flops / bg_median(t, 5);
+    time_gemm_samples(kc, s, NULL, 0, sample, t, 5);
+    return bg_median(t, 5);
 }
 
 static void add_shape(shape *v, int *n, double M, double K, double N, int own) {
@@ -154,7 +156,7 @@ static void add_shape(shape *v, int *n, double M, double K, double N, int own) {
 }
 
 // The median of 5 samples of a call's time, a sample the mean over calls repeated for
-// budget/5 seconds (time_gemm's samples, without its flushes).
+// budget/5 seconds (time_gemm_samples' samples, nothing evicted).
 static double median_call_s(void (*call)(void *ctx), void *ctx, double budget) {
     double t[5];
     for (int r = 0; r < 5; r++) {
@@ -272,8 +274,7 @@ static double time_activation_kernels(const model_config *c, int B, int T, doubl
 // counts in turn (the machine's drift lands on both). A median, not the ratio of summed
 // times, because a shared host's stolen core slows one shape's two-thread samples by up
 // to a third, and one such shape moved the sum's ratio from 1.8-2.0 to 1.4.
-static double gemm_speedup(const shape *v, int n, int threads, int all, float *fl, size_t nfl,
-                           double budget) {
+static double gemm_speedup(const shape *v, int n, int threads, int all, double budget) {
     int own = 0;
     for (int i = 0; i < n; i++) own += v[i].own;
     if (!own) return 0;
@@ -285,7 +286,7 @@ static double gemm_speedup(const shape *v, int n, int threads, int all, float *f
         double t[2];
         for (int r = 0; r < 2; r++) {
             bg_threads_set(r ? all : threads);
-            t[r] = 1 / time_gemm(kc, &v[i], fl, nfl, budget / (2.0 * 5 * own));
+            t[r] = time_gemm_cached(kc, &v[i], budget / (2.0 * 5 * own));
         }
         ratio[m++] = t[0] / t[1];
     }
@@ -479,7 +480,7 @@ int plan_calibrate_compute(plan_cluster *cl, const model_config *c, int B, int T
     const int all = cores >= 2 * threads ? (int)(cores / threads) * threads : threads;
     if (c && all > threads) {
         const double ratio = (double)all / threads;
-        cl->node_gemm_speedup = fmin(ratio, gemm_speedup(v, n, threads, all, fl, 0, 0.1 * seconds));
+        cl->node_gemm_speedup = fmin(ratio, gemm_speedup(v, n, threads, all, 0.1 * seconds));
         // The elementwise kernels' speedup likewise from pairs timed in turn, the median
         // of their ratios: one pair alone read x0.79 on a shared host (the other core stolen).
         double act[ACT_PAIRS];
