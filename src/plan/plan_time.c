@@ -185,7 +185,9 @@ static void capped_load_moments(double G, double m0, double v, double cap, doubl
 // cv·√S_w, the groups independent: M2's runs (cf 1) had cv 1.23, 0.88, 0.67 at 2, 4, 8
 // groups, v 1.74-1.90, and dropped 64% of the rows at each. Uniform routing's v is the
 // multinomial's √(E/(G·k)). v is at most √(E/k − 1): every token of the group on the
-// same k experts. SWIPE balances by construction (v 0).
+// same k experts. SWIPE balances the ranks by construction (imbalance 1); within a rank
+// its experts' rows vary as the gate routes them (moved tokens land on one expert of the
+// receiver, moe/swipe.c), and a capacity drops from them as from any gate's.
 // A rank holds E/EP experts and receives the S = EP·N/G groups of its EP group, so its
 // load is S·E/EP group loads: its variation v_r = v_t/√(S·E/EP), and the largest of EP
 // near-normal rank loads lies normal_max(EP) such deviations above the mean (imb).
@@ -200,7 +202,6 @@ void plan_routing_cost(const model_config *c, int ep, int dp, double N, double T
     const double S = ep * N / G;
     const char *gate = model_router_type_name(c->router_type);
     double v = cv > 0 ? cv * sqrt(dp * N / G) : sqrt(E / (G * k));
-    if (gate && !__builtin_strcmp(gate, "swipe")) v = 0;
     v = fmin(v, sqrt(fmax((double)E / k - 1, 0)));
     double vt = v, cap = 0;
     *keep = 1;
@@ -208,7 +209,7 @@ void plan_routing_cost(const model_config *c, int ep, int dp, double N, double T
         cap = ceil(cf * mu * (1.0 - 1e-7));  // moe_capacity_per_group's rounding
         double m1, m2;
         if (v > 0 && k < E) capped_load_moments(G, (double)k / E, v, cap, &m1, &m2);
-        else m1 = fmin(cap / mu, 1), m2 = m1 * m1;  // SWIPE, or k = E: every expert at the mean
+        else m1 = fmin(cap / mu, 1), m2 = m1 * m1;  // k = E: every expert at the mean
         cap /= mu;
         *keep = fmax(m1, 0.01);
         vt = sqrt(fmax(m2 - m1 * m1, 0)) / *keep;
@@ -216,6 +217,7 @@ void plan_routing_cost(const model_config *c, int ep, int dp, double N, double T
     if (rows_cv) *rows_cv = vt / sqrt(S / ep);  // S/ep groups: the EP group's tokens
     *imb = 1 + vt / sqrt(S * E / ep) * normal_max(ep);
     if (cf > 0 && *imb > cap / *keep) *imb = cap / *keep;
+    if (gate && !__builtin_strcmp(gate, "swipe")) *imb = 1;
 }
 
 void plan_time(plan_result *r, const model_config *c, const plan_cluster *cl,

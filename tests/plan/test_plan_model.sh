@@ -76,6 +76,13 @@ for cv in 0 0.3 0.9 1.5; do
 done
 sed 's/^{/{\n  "router_type": "swipe",/' "$CFG/m2.json" >"$D/swipe.json"
 [ "$(cvrun "$D/swipe.json" --load-cv 1.5 | field imbalance)" = 1 ] && ok || bad "SWIPE's imbalance is not 1 at load cv 1.5"
+# SWIPE balances the ranks, not a rank's experts: its experts cost what top-k's do at
+# the same load cv with the imbalance held at 1, not what they cost at cv 0.
+sw=$(cvrun "$D/swipe.json" --load-cv 1.5 | field gemm_expert_s)
+tk=$(cvrun "$CFG/m2.json" --load-cv 1.5 --imbalance 1 | field gemm_expert_s)
+s0=$(cvrun "$D/swipe.json" --load-cv 0 | field gemm_expert_s)
+[ -n "$sw" ] && [ "$sw" = "$tk" ] && [ "$sw" != "$s0" ] && ok ||
+  bad "SWIPE's experts at load cv 1.5: $sw s, top-k's at imbalance 1: $tk s, SWIPE at cv 0: $s0 s"
 free=$(cvrun "$CFG/m2.json" --load-cv 0.9 | field gemm_expert_s)
 capped=$(cvrun "$CFG/m2.json" --load-cv 0.9 --capacity 1 | field gemm_expert_s)
 [ -n "$capped" ] && le "$capped" "$free" && [ "$capped" != "$free" ] && ok ||
