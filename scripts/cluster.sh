@@ -21,6 +21,9 @@
 # kernel moves a chunk's bytes while the ranks compute. OpenMPI's TCP transport moves
 # bytes only inside MPI calls: a larger (rendezvous) message waits for the receiver's
 # next call before its bulk leaves, which the overlap of the exchange cannot hide.
+# CLUSTER_BTL (default tcp,vader,self) names the transports: tcp,self sends a node's
+# intra-node messages over TCP too, which completes a send without its receiver running
+# where shared memory's rendezvous needs both to take turns on shared cores.
 set -euo pipefail
 
 die() { echo "cluster: $*" >&2; exit "${2:-2}"; }
@@ -131,11 +134,13 @@ run() {
   [[ "$eager" =~ ^[0-9]+$ ]] || die "CLUSTER_TCP_EAGER must be a number of bytes"
   [ "$eager" -gt 0 ] && tcp=(--mca btl_tcp_eager_limit "$eager" --mca btl_tcp_rndv_eager_limit "$eager"
                              --mca btl_tcp_sndbuf "$eager" --mca btl_tcp_rcvbuf "$eager")
+  local btl=${CLUSTER_BTL:-tcp,vader,self}
+  [[ "$btl" =~ ^[a-z,]+$ ]] || die "CLUSTER_BTL must be a list of OpenMPI transports, e.g. tcp,vader,self"
   local pass_env=(-x PATH) v
   for v in LD_LIBRARY_PATH OMP_NUM_THREADS; do [ -n "${!v:-}" ] && pass_env+=(-x "$v"); done
   mpirun --allow-run-as-root --oversubscribe -np $((n * rpn)) --hostfile "$sd/hostfile" \
     --map-by "ppr:$rpn:node" --bind-to none --mca plm_rsh_agent "$sd/agent" \
-    --mca btl tcp,vader,self --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet" \
+    --mca btl "$btl" --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet" \
     "${tcp[@]}" \
     "${pass_env[@]}" --wdir "$PWD" "$@"
 }
