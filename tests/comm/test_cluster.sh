@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The emulated cluster (scripts/cluster.sh): P=4 on 2 namespace nodes gives the bits of
 # the same layout on one box with --ranks-per-node 2 (losses and the all-to-all's
-# inter-node bytes), and losses within 1e-5 of one process; a --link-rate tc cannot read
-# is refused before anything is made. Skipped (exit 77) where
-# network namespaces cannot be made or the build has no MPI.
+# inter-node bytes), whatever transports CLUSTER_BTL names, and losses within 1e-5 of
+# one process; a --link-rate tc cannot read is refused before anything is made, a bad
+# CLUSTER_BTL in one line. Skipped (exit 77) where network namespaces cannot be made or
+# the build has no MPI.
 . "$(dirname "$0")/dist_launch.sh"
 dist_have_mpi || exit 77
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -51,5 +52,15 @@ if OMP_NUM_THREADS=1 timeout 180 "$CLUSTER" run --name "$NAME" 2 -- "$BIN" "${ar
       awk '{d=$1-$2; if(d<0)d=-d; r=d/$2; if(r>w)w=r} END{printf "%.3g", w+0}')
   awk -v w="$w" 'BEGIN{exit !(w <= 1e-5)}' && ok "losses within 1e-5 of one process (worst $w)" || bad "P=1 vs nodes: worst $w"
 else bad "P=4 on 2 emulated nodes: exit $?"; tail -5 "$D/err"; fi
+# CLUSTER_BTL: the transports change no bit (intra-node messages over TCP here), and a
+# value that is no list of transports is refused in one line, exit 2, before mpirun.
+if CLUSTER_BTL=tcp,self OMP_NUM_THREADS=1 timeout 180 "$CLUSTER" run --name "$NAME" 2 -- "$BIN" "${args[@]}" \
+    --batch-size 2 --expert-parallel 4 --log "$D/tcp.jsonl" >/dev/null 2>"$D/err" &&
+   [ -n "$(field "$D/tcp.jsonl" loss)" ] && [ "$(field "$D/tcp.jsonl" loss)" = "$(field "$D/box.jsonl" loss)" ]; then
+  ok "CLUSTER_BTL=tcp,self: losses bitwise equal to one box"
+else bad "CLUSTER_BTL=tcp,self: $(field "$D/tcp.jsonl" loss | tr '\n' ' ') $(tail -2 "$D/err")"; fi
+CLUSTER_BTL='tcp;true' "$CLUSTER" run --name "$NAME" 2 -- true >/dev/null 2>"$D/err"; rc=$?
+[ $rc = 2 ] && [ "$(wc -l <"$D/err")" = 1 ] && grep -q CLUSTER_BTL "$D/err" && ok "a bad CLUSTER_BTL: exit 2, one line" ||
+  bad "bad CLUSTER_BTL: exit $rc, $(cat "$D/err")"
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
