@@ -129,7 +129,7 @@ base = {}
 for name, P, meas, rss, p, *_ in rows:
     if name == "tiny_moe": base[P] = rss - expected(p) / MiB
 print("process base RSS: " + ", ".join(f"P = {P} {b:.1f} MiB" for P, b in sorted(base.items())))
-print("pred s: routing as independent uniform (the planner's default; SWIPE balanced);"
+print("pred s: routing as independent uniform (the planner's default; SWIPE's ranks balanced);"
       " cv: the runs' load_cv, and pred|cv s the prediction given it (--load-cv)")
 print("grad ms: the gradient reduction, predicted (grad_s) / measured (train's allreduce_s, the median"
       " over steps and runs; it includes waiting for the slowest rank)")
