@@ -6,7 +6,8 @@
 # experts of width 128 top-4, switch gate top-1, SWIPE, capacity 1.0, bf16) at P = 1,
 # 2, 4 ranks on one box (P > 1: 1 thread per rank under mpirun, oversubscribed beyond
 # the cores; the planner gives each rank its share of the node).
-# Measured step: the median over REPS runs (default 3), alternated: every row and rank
+# Measured step: the median over REPS runs (default 3), alternated (±%: half their range
+# over the median, the run-to-run spread, beside which a row's error is read): every row and rank
 # count once, then again, so a drift of the shared machine spreads over all rows; a
 # run's step is the median of its steps after WARMUP warm-up steps (default 6: the
 # planner predicts a run's steady step, and the first steps are not one: they touch
@@ -121,8 +122,9 @@ rows = []
 for (name, P), (m, r, ps, cals, c, a, ars) in runs.items():
     gc = [given_cv(P, cv, cal, a) for cv, cal in zip(c, cals)]
     gcv = None if gc[0] is None else (med([g["step_s"] for g in gc]), med([expected(g) for g in gc]))
+    spread = 50 * (max(m) - min(m)) / med(m)  # half the runs' range, % of their median
     rows.append((name, P, med(m), med(r), median_pred(ps), med(c), gcv,
-                 med(ars), med([p["time"]["grad_s"] for p in ps])))
+                 med(ars), med([p["time"]["grad_s"] for p in ps]), spread))
 n_runs = min(len(v[0]) for v in runs.values())
 print(f"measured: the median of {n_runs} alternated runs per row; predicted: the median of their rounds' predictions")
 base = {}
@@ -134,10 +136,12 @@ print("pred s: routing as independent uniform (the planner's default; SWIPE's ra
 print("grad ms: the gradient reduction, predicted (grad_s) / measured (train's allreduce_s, the median"
       " over steps and runs; it includes waiting for the slowest rank)")
 print("err|cv %: the peak RSS predicted given the runs' load_cv (dropless EP's heap at that imbalance)")
-print(f"{'config':10s} {'P':>2s} {'EP':>3s} {'pred s':>8s} {'meas s':>8s} {'err %':>7s} {'cv':>5s} {'pred|cv s':>9s} {'err %':>7s} {'pred MiB':>9s} {'RSS MiB':>8s} {'err %':>7s} {'err|cv %':>8s} {'grad ms':>11s}  largest predicted terms")
+print("±%: half the range of a row's runs over their median, the run-to-run spread")
+print(f"{'config':10s} {'P':>2s} {'EP':>3s} {'pred s':>8s} {'meas s':>8s} {'±%':>5s} {'err %':>7s} {'cv':>5s} {'pred|cv s':>9s} {'err %':>7s} {'pred MiB':>9s} {'RSS MiB':>8s} {'err %':>7s} {'err|cv %':>8s} {'grad ms':>11s}  largest predicted terms")
 et, em, ec, eg, emc = [], [], [], [], []
 within, within_cv, n_model = 0, 0, 0  # M1/M2 rows (not the base rows) within +-10%
-for name, P, meas, rss, p, cv, gcv, ar, pg in rows:
+within_sp, within_cv_sp = 0, 0  # ... or within their runs' spread
+for name, P, meas, rss, p, cv, gcv, ar, pg, sp in rows:
     pcv, mcv = gcv if gcv else (None, expected(p))
     b = base.get(P, base.get(2, 0) if P > 1 else 0)
     pm = expected(p) / MiB + b
@@ -155,16 +159,19 @@ for name, P, meas, rss, p, cv, gcv, ar, pg in rows:
         n_model += 1
         within += abs(e1) <= 10
         within_cv += abs(e3) <= 10
+        within_sp += abs(e1) <= max(10, sp)
+        within_cv_sp += abs(e3) <= max(10, sp)
     t = p["time"]
     terms = sorted([(v, k[:-2]) for k, v in t.items() if k not in ("compute_s", "grad_sum_s") and v > 0], reverse=True)[:3]
     if ar > 0 and pg > 0: eg.append(abs(100 * (pg - ar) / ar))
     grad = f"{1e3 * pg:5.1f}/{1e3 * ar:<5.1f}" if P > 1 else "-"
-    print(f"{name:10s} {P:2d} {p['layout']['expert_parallel']:3d} {p['step_s']:8.4f} {meas:8.4f} {e1:+7.1f} {cv:5.2f} {pc:9.4f} {e3:+7.1f} {pm:9.1f} {rss:8.1f} {mark:>7s} {markc:>8s} {grad:>11s}  "
+    print(f"{name:10s} {P:2d} {p['layout']['expert_parallel']:3d} {p['step_s']:8.4f} {meas:8.4f} {sp:5.1f} {e1:+7.1f} {cv:5.2f} {pc:9.4f} {e3:+7.1f} {pm:9.1f} {rss:8.1f} {mark:>7s} {markc:>8s} {grad:>11s}  "
           + ", ".join(f"{k} {v:.3f}" for v, k in terms))
 print(f"step time |error|: mean {sum(et)/len(et):.1f}%, max {max(et):.1f}% over {len(et)} rows;"
       f" given the runs' load_cv: mean {sum(ec)/len(ec):.1f}%, max {max(ec):.1f}%")
 if n_model:
     print(f"step time within +-10%: {within} of the {n_model} rows besides tiny_moe's; given the runs' load_cv {within_cv}")
+    print(f"step time within +-10% or the row's spread: {within_sp} of {n_model}; given the runs' load_cv {within_cv_sp}")
 def rss_line(e):
     return (f"mean {sum(map(abs, e))/len(e):.1f}%, max {max(map(abs, e)):.1f}%, most under {min(e):+.1f}%"
             f" over {len(e)} rows")
