@@ -85,7 +85,7 @@ static void print_text(const plan_cluster *cl, const plan_layout *l, const plan_
 // its 128 MiB moves took tens of seconds, and at 4 nodes of 2 ranks the probe failed.
 // Locally at np ranks (the node's, so that the reduction runs as crowded as training's).
 static int probe_links(const char *launcher, int np, double *bw, double *lat, double *gap, double *sync,
-                       double *bulk, double *reduce) {
+                       double *bulk, double *reduce, double *xbw) {
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return BG_ERR;
@@ -100,9 +100,9 @@ static int probe_links(const char *launcher, int np, double *bw, double *lat, do
                  "mpirun --oversubscribe -np %d '%s' plan-probe 2>/dev/null", np, self);
     FILE *p = popen(cmd, "r");
     if (!p) return BG_ERR;
-    int got = fscanf(p, "%lf %lf %lf %lf %lf %lf", bw, lat, gap, sync, bulk, reduce);
+    int got = fscanf(p, "%lf %lf %lf %lf %lf %lf %lf", bw, lat, gap, sync, bulk, reduce, xbw);
     int rc = pclose(p);
-    return got == 6 && rc == 0 && *bw > 0 ? BG_OK : BG_ERR;
+    return got == 7 && rc == 0 && *bw > 0 ? BG_OK : BG_ERR;
 }
 
 static int calibrate(const char *config, const char *out, int B, int T, int threads, const char *inter,
@@ -124,10 +124,10 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     cl.nodes = 1, cl.ranks_per_node = (int)(cores / threads), cl.oversubscription = 1;
     // The inter-node link first: a launcher that does not work fails before the minute
     // of GEMM timing.
-    double inter_bw = 0, inter_lat = 0, inter_gap = 0, inter_sync = 0, inter_bulk, inter_reduce;
+    double inter_bw = 0, inter_lat = 0, inter_gap = 0, inter_sync = 0, inter_bulk, inter_reduce, inter_xbw = 0;
     if (inter) {
-        if (probe_links(inter, 2, &inter_bw, &inter_lat, &inter_gap, &inter_sync, &inter_bulk, &inter_reduce) !=
-            BG_OK) {
+        if (probe_links(inter, 2, &inter_bw, &inter_lat, &inter_gap, &inter_sync, &inter_bulk, &inter_reduce,
+                        &inter_xbw) != BG_OK) {
             fprintf(stderr, "bagualu: plan: the inter-node probe under \"%s\" failed\n", inter);
             return 2;
         }
@@ -138,10 +138,10 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     // elements (4 arrays of 256 MiB, as a model's: at 16M the node's rate came out higher).
     cl.opt_bw = optimizer_bytes_per_s((size_t)64 << 20, threads);
     cl.node_opt_bw = cores > threads ? optimizer_bytes_per_s((size_t)64 << 20, (int)cores) : cl.opt_bw;
-    double bw = 0, lat = 0, gap = 0, sync = 0, bulk = 0, reduce = 0;
+    double bw = 0, lat = 0, gap = 0, sync = 0, bulk = 0, reduce = 0, xbw = 0;
     const int np = cl.ranks_per_node > 2 ? cl.ranks_per_node : 2;
     fprintf(stderr, "plan: probing links and the gradient reduction with mpirun -np %d...\n", np);
-    if (probe_links(NULL, np, &bw, &lat, &gap, &sync, &bulk, &reduce) != BG_OK) {
+    if (probe_links(NULL, np, &bw, &lat, &gap, &sync, &bulk, &reduce, &xbw) != BG_OK) {
         fprintf(stderr, "plan: the MPI probe failed; intra-node links set to the memory bandwidth\n");
         bw = cl.mem_bw / 2, lat = gap = 5e-6, bulk = reduce = 0;
     }
@@ -151,6 +151,7 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     cl.intra_gap = cl.inter_gap = gap;
     if (inter) {
         cl.inter_bw = inter_bw, cl.inter_lat = inter_lat, cl.inter_gap = inter_gap, cl.inter_sync = inter_sync;
+        cl.inter_xbw = inter_xbw;
         // Emulated nodes share this machine: a node gets cores/N of its cores and memory;
         // where that is under one rank's `threads`, its one rank runs at that share.
         double node_cores = (double)cores / inter_nodes, share = node_cores / threads;
@@ -171,11 +172,11 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     free(json);
     fprintf(stderr, "plan: wrote %s (fp32 peak %.3g, bf16 peak %.3g GFLOP/s, memory %.3g GB/s (node %.3g), "
                     "elementwise kernels %.3g GB/s, all cores x%.2f GEMMs x%.2f elementwise, optimizer %.3g GB/s (node %.3g), "
-                    "links %.3g GB/s, %.3g us, bulk %.3g GB/s, reduce %.3g GB/s; inter-node %.3g GB/s, %.3g us, gap %.3g us, sync %.3g us)\n", out,
+                    "links %.3g GB/s, %.3g us, bulk %.3g GB/s, reduce %.3g GB/s; inter-node %.3g GB/s (exchanging %.3g), %.3g us, gap %.3g us, sync %.3g us)\n", out,
             cl.peak[PLAN_FP32] / 1e9, cl.peak[PLAN_BF16] / 1e9, cl.mem_bw / 1e9, cl.node_mem_bw / 1e9,
             cl.act_bw / 1e9, cl.node_gemm_speedup, cl.node_act_speedup, cl.opt_bw / 1e9, cl.node_opt_bw / 1e9,
             bw / 1e9, lat * 1e6, bulk / 1e9, reduce / 1e9,
-            cl.inter_bw / 1e9, cl.inter_lat * 1e6, cl.inter_gap * 1e6, cl.inter_sync * 1e6);
+            cl.inter_bw / 1e9, (cl.inter_xbw > 0 ? cl.inter_xbw : cl.inter_bw) / 1e9, cl.inter_lat * 1e6, cl.inter_gap * 1e6, cl.inter_sync * 1e6);
     return 0;
 }
 

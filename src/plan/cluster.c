@@ -109,7 +109,7 @@ static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
     static const char *const top[] = {"name", "sources", "notes", "assumptions", "nodes", "ranks_per_node",
         "cores_per_rank", "node_memory_bandwidth", "activation_bandwidth", "optimizer_bandwidth", "node_optimizer_bandwidth", "rounding_bandwidth", "node_rounding_bandwidth", "node_gemm_speedup", "node_activation_speedup", "peak_flops", "gemm", "gemm_efficiency", "attention_efficiency", "attention_rate",
         "memory_per_node", "memory_bandwidth", "reduce_bandwidth", "cache_bytes", "cache_bandwidth", "intra_node", "inter_node", "topology", NULL};
-    static const char *const link[] = {"bandwidth", "latency", "gap", "sync", NULL};
+    static const char *const link[] = {"bandwidth", "latency", "gap", "sync", "exchange_bandwidth", NULL};
     static const char *const intra_keys[] = {"bandwidth", "latency", "gap", "sync", "bulk_bandwidth", NULL};
     static const char *const topo[] = {"supernode_nodes", "oversubscription", NULL};
     if (check_keys(root, top, "", origin) != BG_OK) return BG_ERR;
@@ -188,7 +188,7 @@ static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
         get_num(intra, "bulk_bandwidth", "intra_node.", origin, 0, 1, &c->intra_bulk_bw) ||
         get_num(intra, "latency", "intra_node.", origin, 1, 0, &c->intra_lat))
         return BG_ERR;
-    c->intra_gap = -1, c->inter_gap = -1, c->inter_sync = 0;
+    c->intra_gap = -1, c->inter_gap = -1, c->inter_sync = 0, c->inter_xbw = 0;
     if (get_num(intra, "gap", "intra_node.", origin, 0, 0, &c->intra_gap)) return BG_ERR;
     if (cJSON_GetObjectItemCaseSensitive(intra, "sync"))
         return bg_error("%s: \"intra_node.sync\": the phase wait is \"inter_node.sync\"", origin);
@@ -198,7 +198,8 @@ static int parse_root(plan_cluster *c, const cJSON *root, const char *origin) {
                   get_num(inter, "bandwidth", "inter_node.", origin, 1, 1, &c->inter_bw) ||
                   get_num(inter, "latency", "inter_node.", origin, 1, 0, &c->inter_lat) ||
                   get_num(inter, "gap", "inter_node.", origin, 0, 0, &c->inter_gap) ||
-                  get_num(inter, "sync", "inter_node.", origin, 0, 0, &c->inter_sync)))
+                  get_num(inter, "sync", "inter_node.", origin, 0, 0, &c->inter_sync) ||
+                  get_num(inter, "exchange_bandwidth", "inter_node.", origin, 0, 1, &c->inter_xbw)))
         return BG_ERR;
     if (c->intra_gap < 0) c->intra_gap = c->intra_lat;  // absent: one latency a message
     if (c->inter_gap < 0) c->inter_gap = c->inter_lat;
@@ -314,6 +315,7 @@ char *plan_cluster_to_json(const plan_cluster *c, const char *source_note) {
     add_number(out, "latency", c->inter_lat);
     add_number(out, "gap", c->inter_gap);
     add_number(out, "sync", c->inter_sync);
+    if (c->inter_xbw > 0) add_number(out, "exchange_bandwidth", c->inter_xbw);
     cJSON *t = cJSON_AddObjectToObject(root, "topology");
     cJSON_AddNumberToObject(t, "supernode_nodes", c->supernode_nodes);
     add_number(t, "oversubscription", c->oversubscription);

@@ -84,6 +84,9 @@ typedef struct {
     // per node (a layout of R ranks per node waits R times as long), measured where
     // emulated nodes share a machine's cores; 0 elsewhere.
     double inter_sync;
+    // A node's link rate while every rank exchanges at once (bytes/s; 0: inter_bw),
+    // measured on emulated nodes, where the ranks' spinning slows the links' stack.
+    double inter_xbw;
     int supernode_nodes;                // nodes under one non-blocking switch (0: all)
     double oversubscription;            // above a supernode (1: non-blocking)
 } plan_cluster;

@@ -45,18 +45,25 @@ static void gemm(gemm_acc *g, double M, double K, double N, double count) {
     if (M > 0 && K > 0 && N > 0) gemm_priced(g, M, K, N, count, 1 / plan_gemm_rate(g->cl, g->dt, M, K, N));
 }
 
-// Bytes over a node's links: the part leaving the supernode runs at 1/oversubscription
-// of the link rate (the upper fat-tree level), g = nodes the traffic spreads over.
-static double inter_s(const plan_cluster *cl, double node_bytes, double g) {
+// Bytes over a node's links at bw bytes/s: the part leaving the supernode runs at
+// 1/oversubscription of it (the upper fat-tree level), g = nodes the traffic spreads over.
+static double inter_at(const plan_cluster *cl, double node_bytes, double g, double bw) {
     if (node_bytes <= 0) return 0;
-    double t = node_bytes / cl->inter_bw;
+    double t = node_bytes / bw;
     int sn = cl->supernode_nodes;
     if (sn > 0 && g > sn && cl->oversubscription > 1) {
         double beyond = (g - sn) / (g - 1);
-        double t2 = node_bytes * beyond * cl->oversubscription / cl->inter_bw;
+        double t2 = node_bytes * beyond * cl->oversubscription / bw;
         if (t2 > t) t = t2;
     }
     return t;
+}
+static double inter_s(const plan_cluster *cl, double node_bytes, double g) {
+    return inter_at(cl, node_bytes, g, cl->inter_bw);
+}
+// The expert rows' trips: every rank exchanging at once (the file's exchange_bandwidth).
+static double inter_x(const plan_cluster *cl, double node_bytes, double g) {
+    return inter_at(cl, node_bytes, g, cl->inter_xbw > 0 ? cl->inter_xbw : cl->inter_bw);
 }
 
 // What a phase in which a rank sends waits for the phase's ranks to get a core (emulated
@@ -109,13 +116,14 @@ static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep
     double g = ceil((double)ep / r_in);
     double f_intra = (double)(r_in - 1) / ep, f_inter = (double)(ep - r_in) / ep;
     if (g <= 1) algo = PLAN_A2A_FLAT;  // inside one node every algorithm is the flat one
+    const double xbw = cl->inter_xbw > 0 ? cl->inter_xbw : cl->inter_bw;
     switch (algo) {
     case PLAN_A2A_HIER:
         // Inter-node rows gathered to the node leader (with the direct intra rows), one
         // message per node pair, then scattered: three phases, two intra-node passes of
         // the node's inter bytes through the leader.
         return imb * (b * f_intra / cl->intra_bw + 2 * (r_in - 1) * b * f_inter / cl->intra_bw +
-                      inter_s(cl, R * b * f_inter, g)) +
+                      inter_x(cl, R * b * f_inter, g)) +
                phase_s(cl, R, 2 * (r_in - 1), 0) + phase_s(cl, R, 0, g - 1) + phase_s(cl, R, r_in - 1, 0);
     case PLAN_A2A_2D: {
         // Two dimensions: first among the group's ranks of one supernode (one node's
@@ -123,12 +131,12 @@ static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep
         // destination's position, then among those positions across the supernodes.
         int S = cl->supernode_nodes > 0 ? cl->supernode_nodes : 1;
         double d1 = fmin(ep, (double)r_in * S), d2 = ceil(ep / d1);
-        double t1 = b * (r_in - 1) / d1 / cl->intra_bw + R * b * (d1 - r_in) / d1 / cl->inter_bw;
-        double t2 = d2 > 1 ? R * b * (d2 - 1) / d2 * (S > 1 ? cl->oversubscription : 1) / cl->inter_bw : 0;
+        double t1 = b * (r_in - 1) / d1 / cl->intra_bw + R * b * (d1 - r_in) / d1 / xbw;
+        double t2 = d2 > 1 ? R * b * (d2 - 1) / d2 * (S > 1 ? cl->oversubscription : 1) / xbw : 0;
         return imb * (t1 + t2) + phase_s(cl, R, r_in - 1, d1 - r_in) + phase_s(cl, R, 0, d2 - 1);
     }
     default:
-        return imb * fmax(b * f_intra / cl->intra_bw, inter_s(cl, R * b * f_inter, g)) +
+        return imb * fmax(b * f_intra / cl->intra_bw, inter_x(cl, R * b * f_inter, g)) +
                phase_s(cl, R, r_in - 1, ep - r_in);
     }
 }

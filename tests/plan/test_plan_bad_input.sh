@@ -23,6 +23,7 @@ mk zero_mem 'c["memory_per_node"] = 0'
 mk str_rate 'c["memory_bandwidth"] = "fast"'
 mk unknown 'c["colour"] = 1'
 mk unknown_link 'c["inter_node"]["jitter"] = 1'
+mk neg_xbw 'c["inter_node"]["exchange_bandwidth"] = -1e9'
 mk bad_dtype 'c["peak_flops"]["int4"] = 1e12'
 mk no_peak 'c["peak_flops"] = {}'
 mk curve_order 'c["gemm"]["fp32"] = [[1e8, 1e11], [1e6, 2e10]]'
@@ -61,6 +62,7 @@ expect zero-mem '"memory_per_node" must be positive' -- run "$D/zero_mem.json"
 expect str-rate '"memory_bandwidth" must be a number' -- run "$D/str_rate.json"
 expect unknown 'unknown key "colour"' -- run "$D/unknown.json"
 expect unknown-link 'unknown key "inter_node.jitter"' -- run "$D/unknown_link.json"
+expect neg-xbw '"inter_node.exchange_bandwidth" must be positive' -- run "$D/neg_xbw.json"
 expect bad-dtype 'has key "int4"' -- run "$D/bad_dtype.json"
 expect no-peak '"peak_flops" names no dtype' -- run "$D/no_peak.json"
 expect curve-order 'increasing flops' -- run "$D/curve_order.json"

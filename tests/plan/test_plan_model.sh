@@ -57,6 +57,28 @@ for a2a in flat hierarchical 2d; do
     faster "over-$a2a" topology.oversubscription 0.5 $flags
   done
 done
+# The link's rate while every rank exchanges (inter_node.exchange_bandwidth) prices the
+# expert rows' trips, and only them: at a quarter of the pair's rate every exchange takes
+# longer and the gradient reduction no longer; a file whose exchanging rate equals the
+# pair's plans as one without it.
+python3 - "$HERE/box.json" "$D" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["inter_node"]["exchange_bandwidth"] = c["inter_node"]["bandwidth"] / 4
+json.dump(c, open(f"{sys.argv[2]}/xbw.json", "w"))
+c["inter_node"]["exchange_bandwidth"] = c["inter_node"]["bandwidth"]
+json.dump(c, open(f"{sys.argv[2]}/xbw_same.json", "w"))
+PY
+for a2a in flat hierarchical 2d; do
+  flags="--config $CFG/m2.json --batch-size 2 --seq-len 128 --ranks 8 --expert-parallel 8 --a2a $a2a"
+  x0=$(plan $flags | field a2a_s); g0=$(plan $flags | field grad_s)
+  x1=$("$BIN" plan --cluster "$D/xbw.json" --json $flags | field a2a_s)
+  g1=$("$BIN" plan --cluster "$D/xbw.json" --json $flags | field grad_s)
+  x2=$("$BIN" plan --cluster "$D/xbw_same.json" --json $flags | field a2a_s)
+  if [ -n "$x0" ] && [ -n "$x1" ] && awk -v a="$x0" -v b="$x1" 'BEGIN { exit !(b > a) }' &&
+     [ "$g0" = "$g1" ] && [ "$x2" = "$x0" ]; then ok
+  else bad "$a2a: a2a $x0 s -> $x1 s at a quarter's exchanging rate (same rate: $x2), grad $g0 -> $g1"; fi
+done
 a=$(plan --config "$CFG/m2.json" --ranks 8 --batch-size 2 --seq-len 128 --imbalance 1 | field step_s)
 b=$(plan --config "$CFG/m2.json" --ranks 8 --batch-size 2 --seq-len 128 --imbalance 1.5 | field step_s)
 [ -n "$a" ] && le "$a" "$b" && [ "$a" != "$b" ] && ok ||
