@@ -6,11 +6,11 @@
 # experts of width 128 top-4, switch gate top-1, SWIPE, capacity 1.0, bf16) at P = 1,
 # 2, 4 ranks on one box (P > 1: 1 thread per rank under mpirun, oversubscribed beyond
 # the cores; the planner gives each rank its share of the node).
-# Measured step: the median over REPS runs (default 3), alternated (±%: half their range
-# over the median, the run-to-run spread, beside which a row's error is read): every row and rank
-# count once, then again, so a drift of the shared machine spreads over all rows; a
-# run's step is the median of its steps after WARMUP warm-up steps (default 6: the
-# planner predicts a run's steady step, and the first steps are not one: they touch
+# Measured step: the median over REPS runs (default 3), alternated (±%: half their
+# range over the median, the run-to-run spread, beside which a row's error is read):
+# every row and rank count once, then again, so a drift of the shared machine spreads
+# over all rows; a run's step is the median of its steps after WARMUP warm-up steps
+# (default 6: the planner predicts a run's steady step, and the first steps are not one: they touch
 # fresh memory, 11 us a 4 KiB page on the Zen 5 VM, as the bf16 operand buffers and
 # dropless EP's heap grow to the rows the gate sends (M2 bf16, one rank: 49.7k page
 # faults in step 1, 7.1k in step 2, 2.9k in 3, 0.7k in 4, then ~6 a step; its steps

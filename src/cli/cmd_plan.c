@@ -176,7 +176,7 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
             cl.peak[PLAN_FP32] / 1e9, cl.peak[PLAN_BF16] / 1e9, cl.mem_bw / 1e9, cl.node_mem_bw / 1e9,
             cl.act_bw / 1e9, cl.node_gemm_speedup, cl.node_act_speedup, cl.opt_bw / 1e9, cl.node_opt_bw / 1e9,
             bw / 1e9, lat * 1e6, bulk / 1e9, reduce / 1e9,
-            cl.inter_bw / 1e9, (cl.inter_xbw > 0 ? cl.inter_xbw : cl.inter_bw) / 1e9, cl.inter_lat * 1e6, cl.inter_gap * 1e6, cl.inter_sync * 1e6);
+            cl.inter_bw / 1e9, plan_cluster_exchange_bw(&cl) / 1e9, cl.inter_lat * 1e6, cl.inter_gap * 1e6, cl.inter_sync * 1e6);
     return 0;
 }
 

@@ -368,6 +368,8 @@ void plan_cluster_scale_rates(plan_cluster *c, double share) {
     c->intra_bulk_bw *= one, c->reduce_bw *= one;
 }
 
+double plan_cluster_exchange_bw(const plan_cluster *c) { return c->inter_xbw > 0 ? c->inter_xbw : c->inter_bw; }
+
 int plan_cluster_cache_resident(plan_cluster *c, double r_bytes, int R) {
     // Ranks that take turns on a core (more on the node than the file's) evict each
     // other's state at every switch: tiny_moe at 4 ranks on 2 cores ran at the cold rates.

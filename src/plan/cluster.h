@@ -95,6 +95,8 @@ typedef struct {
 // node's cache: its GEMMs at their cached rates and its streaming passes at the cache's
 // bandwidth. Returns whether it did.
 int plan_cluster_cache_resident(plan_cluster *c, double r_bytes, int R);
+// The inter-node rate the expert rows' trips run at: exchange_bandwidth, else bandwidth.
+double plan_cluster_exchange_bw(const plan_cluster *c);
 
 // Parses and validates; every problem is one bg_error line naming the file and key.
 int plan_cluster_parse(plan_cluster *c, const char *json, const char *origin);

@@ -61,10 +61,6 @@ static double inter_at(const plan_cluster *cl, double node_bytes, double g, doub
 static double inter_s(const plan_cluster *cl, double node_bytes, double g) {
     return inter_at(cl, node_bytes, g, cl->inter_bw);
 }
-// The expert rows' trips: every rank exchanging at once (the file's exchange_bandwidth).
-static double inter_x(const plan_cluster *cl, double node_bytes, double g) {
-    return inter_at(cl, node_bytes, g, cl->inter_xbw > 0 ? cl->inter_xbw : cl->inter_bw);
-}
 
 // What a phase in which a rank sends waits for the phase's ranks to get a core (emulated
 // nodes sharing cores; the file's sync is per rank per node, R ranks per node): each
@@ -116,14 +112,14 @@ static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep
     double g = ceil((double)ep / r_in);
     double f_intra = (double)(r_in - 1) / ep, f_inter = (double)(ep - r_in) / ep;
     if (g <= 1) algo = PLAN_A2A_FLAT;  // inside one node every algorithm is the flat one
-    const double xbw = cl->inter_xbw > 0 ? cl->inter_xbw : cl->inter_bw;
+    const double xbw = plan_cluster_exchange_bw(cl);  // every rank exchanging at once
     switch (algo) {
     case PLAN_A2A_HIER:
         // Inter-node rows gathered to the node leader (with the direct intra rows), one
         // message per node pair, then scattered: three phases, two intra-node passes of
         // the node's inter bytes through the leader.
         return imb * (b * f_intra / cl->intra_bw + 2 * (r_in - 1) * b * f_inter / cl->intra_bw +
-                      inter_x(cl, R * b * f_inter, g)) +
+                      inter_at(cl, R * b * f_inter, g, xbw)) +
                phase_s(cl, R, 2 * (r_in - 1), 0) + phase_s(cl, R, 0, g - 1) + phase_s(cl, R, r_in - 1, 0);
     case PLAN_A2A_2D: {
         // Two dimensions: first among the group's ranks of one supernode (one node's
@@ -136,7 +132,7 @@ static double a2a_trip_s(const plan_cluster *cl, plan_a2a algo, double b, int ep
         return imb * (t1 + t2) + phase_s(cl, R, r_in - 1, d1 - r_in) + phase_s(cl, R, 0, d2 - 1);
     }
     default:
-        return imb * fmax(b * f_intra / cl->intra_bw, inter_x(cl, R * b * f_inter, g)) +
+        return imb * fmax(b * f_intra / cl->intra_bw, inter_at(cl, R * b * f_inter, g, xbw)) +
                phase_s(cl, R, r_in - 1, ep - r_in);
     }
 }

@@ -71,9 +71,9 @@ json.dump(c, open(f"{sys.argv[2]}/xbw_same.json", "w"))
 PY
 for a2a in flat hierarchical 2d; do
   flags="--config $CFG/m2.json --batch-size 2 --seq-len 128 --ranks 8 --expert-parallel 8 --a2a $a2a"
-  x0=$(plan $flags | field a2a_s); g0=$(plan $flags | field grad_s)
-  x1=$("$BIN" plan --cluster "$D/xbw.json" --json $flags | field a2a_s)
-  g1=$("$BIN" plan --cluster "$D/xbw.json" --json $flags | field grad_s)
+  o0=$(plan $flags); o1=$("$BIN" plan --cluster "$D/xbw.json" --json $flags)
+  x0=$(field a2a_s <<<"$o0"); g0=$(field grad_s <<<"$o0")
+  x1=$(field a2a_s <<<"$o1"); g1=$(field grad_s <<<"$o1")
   x2=$("$BIN" plan --cluster "$D/xbw_same.json" --json $flags | field a2a_s)
   if [ -n "$x0" ] && [ -n "$x1" ] && awk -v a="$x0" -v b="$x1" 'BEGIN { exit !(b > a) }' &&
      [ "$g0" = "$g1" ] && [ "$x2" = "$x0" ]; then ok
