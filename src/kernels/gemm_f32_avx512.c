@@ -49,7 +49,12 @@ int gemm_f32_avx512_supported(void) {
     return (xcr0 & 0xe6u) == 0xe6u;
 }
 
-#define TARGET __attribute__((target("avx512f")))
+// Compiled through a portable AVX-512 on other CPUs, the kernel's functions take no
+// vector target (tests/kernels/gemm_f32_avx512_simde.c defines it empty).
+#ifndef GEMM_F32_AVX512_TARGET
+#define GEMM_F32_AVX512_TARGET __attribute__((target("avx512f")))
+#endif
+#define TARGET GEMM_F32_AVX512_TARGET
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 

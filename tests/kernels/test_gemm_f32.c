@@ -18,35 +18,12 @@
 #include "kernels/gemm_f32.h"
 #include "kernels/kernels.h"
 #include "test_util.h"
+#include "kernels/gemm_f32_test_util.h"
 
 #define UNIT_ROUNDOFF 5.9604644775390625e-8  // 2^-24
 enum { THREADS = 3 };
 
 static float *g_scratch[THREADS];
-
-typedef struct {
-    int M, N, K;
-    int a_trans, b_trans;  // 1: the operand is stored transposed (column-major)
-    int pad;               // extra floats at the end of each stored row
-    int accumulate;
-} spec;
-
-// Operand storage: A (M,K), row-major with leading dimension K+pad or column-major with
-// M+pad; B (K,N) likewise. Returns the strides through g.
-static void layout(const spec *s, gemm_f32_args *g, float *a, float *b, float *c) {
-    g->M = s->M, g->N = s->N, g->K = s->K;
-    g->a = a, g->b = b, g->c = c, g->ldc = s->N + s->pad, g->accumulate = s->accumulate;
-    if (s->a_trans) g->a_rs = 1, g->a_cs = s->M + s->pad;
-    else g->a_rs = s->K + s->pad, g->a_cs = 1;
-    if (s->b_trans) g->b_rs = 1, g->b_cs = s->K + s->pad;
-    else g->b_rs = s->N + s->pad, g->b_cs = 1;
-}
-
-static float *random_floats(size_t n) {
-    float *x = bg_aligned_alloc((n ? n : 1) * sizeof(float));
-    tu_fill_normal(x, n, 1.0);
-    return x;
-}
 
 // Every element of C within the bound of g0 + Σ A·B (test_matmul.c explains the bound).
 static int check_against_reference(const char *what, const gemm_f32_args *g, const float *c0) {
@@ -127,22 +104,6 @@ static void test_shapes(void) {
     check_spec(&(spec){700, 20, 19, 0, 0, 1, 1});
     // A read transposed past MC (packed k by k across a block's panels), with padding.
     check_spec(&(spec){700, 37, 300, 1, 0, 1, 1});
-}
-
-// C by gemm_f32.h's order, scalar: per element, blocks of GEMM_F32_KC in order, each an
-// fmaf chain from zero, added onto C (or, first and not accumulating, written).
-static void fixed_order_reference(const gemm_f32_args *g, float *c) {
-    for (int i = 0; i < g->M; i++)
-        for (int j = 0; j < g->N; j++) {
-            float acc = c[i * g->ldc + j];
-            for (int p0 = 0; p0 < g->K; p0 += GEMM_F32_KC) {
-                float s = 0.0f;
-                for (int k = p0; k < g->K && k < p0 + GEMM_F32_KC; k++)
-                    s = fmaf(g->a[i * g->a_rs + k * g->a_cs], g->b[k * g->b_rs + j * g->b_cs], s);
-                acc = p0 == 0 && !g->accumulate ? s : acc + s;
-            }
-            c[i * g->ldc + j] = acc;
-        }
 }
 
 // Each kernel this CPU runs, bit for bit the scalar order: so the AVX-512 and the AVX2
