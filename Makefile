@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all setup setup-test build demo test bench asan clean
+.PHONY: all setup setup-test build demo test bench asan avx512-emulated clean
 
 all: build
 
@@ -34,6 +34,15 @@ asan: setup-test
 	@cd build-asan && LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan_mpi.supp:fast_unwind_on_malloc=0 \
 		ctest --output-on-failure
 
+# The AVX-512 branches (vec16.h, vecmath.h) on a CPU without AVX-512: the suite in a
+# build whose AVX-512 intrinsics are SIMDe's portable ones (tests/simde_avx512.h, on AVX2
+# with FMA). For changes to AVX-512 code made on AVX2-only machines.
+avx512-emulated: setup-test
+	@cmake -S . -B build-avx512-emulated -DCMAKE_BUILD_TYPE=Release -DBG_NATIVE=OFF \
+		-DCMAKE_C_FLAGS="-mavx2 -mfma -include $(CURDIR)/tests/simde_avx512.h" >/dev/null
+	@cmake --build build-avx512-emulated -j $(JOBS)
+	@cd build-avx512-emulated && ctest --output-on-failure -j $(JOBS)
+
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-avx512-emulated
 include fuzz.mk
