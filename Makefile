@@ -36,12 +36,14 @@ asan: setup-test
 
 # The AVX-512 branches (vec16.h, vecmath.h) on a CPU without AVX-512: the suite in a
 # build whose AVX-512 intrinsics are SIMDe's portable ones (tests/simde_avx512.h, on AVX2
-# with FMA). For changes to AVX-512 code made on AVX2-only machines.
+# with FMA). For changes to AVX-512 code made on AVX2-only machines. EMULATED_TESTS: a
+# ctest -R pattern (CI runs the kernel and model tests: '^(kernels|model)/').
+EMULATED_TESTS ?= .
 avx512-emulated: setup-test
 	@cmake -S . -B build-avx512-emulated -DCMAKE_BUILD_TYPE=Release -DBG_NATIVE=OFF \
 		-DCMAKE_C_FLAGS="-mavx2 -mfma -include $(CURDIR)/tests/simde_avx512.h" >/dev/null
 	@cmake --build build-avx512-emulated -j $(JOBS)
-	@cd build-avx512-emulated && ctest --output-on-failure -j $(JOBS)
+	@cd build-avx512-emulated && ctest --output-on-failure -j $(JOBS) -R '$(EMULATED_TESTS)'
 
 clean:
 	rm -rf $(BUILD) build-asan build-avx512-emulated
