@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all setup setup-test build demo test bench asan avx512-emulated clean
+.PHONY: all setup setup-test build demo test bench asan avx512-emulated avx2 clean
 
 all: build
 
@@ -36,15 +36,22 @@ asan: setup-test
 
 # The AVX-512 branches (vec16.h, vecmath.h) on a CPU without AVX-512: the suite in a
 # build whose AVX-512 intrinsics are SIMDe's portable ones (tests/simde_avx512.h, on AVX2
-# with FMA). For changes to AVX-512 code made on AVX2-only machines. EMULATED_TESTS: a
-# ctest -R pattern (CI runs the kernel and model tests: '^(kernels|model)/').
-EMULATED_TESTS ?= .
+# with FMA). For changes to AVX-512 code made on AVX2-only machines. ISA_TESTS: a ctest
+# -R pattern (CI runs the kernel and model tests: '^(kernels|model)/').
+ISA_TESTS ?= .
 avx512-emulated: setup-test
 	@cmake -S . -B build-avx512-emulated -DCMAKE_BUILD_TYPE=Release -DBG_NATIVE=OFF \
 		-DCMAKE_C_FLAGS="-mavx2 -mfma -include $(CURDIR)/tests/simde_avx512.h" >/dev/null
 	@cmake --build build-avx512-emulated -j $(JOBS)
-	@cd build-avx512-emulated && ctest --output-on-failure -j $(JOBS) -R '$(EMULATED_TESTS)'
+	@cd build-avx512-emulated && ctest --output-on-failure -j $(JOBS) -R '$(ISA_TESTS)'
+
+# The AVX2 branches on a CPU with AVX-512, whose native build takes the AVX-512 ones: the
+# suite in a build for AVX2 with FMA.
+avx2: setup-test
+	@cmake -S . -B build-avx2 -DCMAKE_BUILD_TYPE=Release -DBG_NATIVE=OFF -DCMAKE_C_FLAGS="-mavx2 -mfma" >/dev/null
+	@cmake --build build-avx2 -j $(JOBS)
+	@cd build-avx2 && ctest --output-on-failure -j $(JOBS) -R '$(ISA_TESTS)'
 
 clean:
-	rm -rf $(BUILD) build-asan build-avx512-emulated
+	rm -rf $(BUILD) build-asan build-avx512-emulated build-avx2
 include fuzz.mk
