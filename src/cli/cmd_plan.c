@@ -84,8 +84,12 @@ static void print_text(const plan_cluster *cl, const plan_layout *l, const plan_
 // this machine only (the file keeps the local ones): across the emulated nodes' links
 // its 128 MiB moves took tens of seconds, and at 4 nodes of 2 ranks the probe failed.
 // Locally at np ranks (the node's, so that the reduction runs as crowded as training's).
-static int probe_links(const char *launcher, int np, double *bw, double *lat, double *gap, double *sync,
-                       double *bulk, double *reduce, double *xbw) {
+// The seven numbers plan-probe prints, in its order.
+typedef struct {
+    double bw, lat, gap, sync, bulk, reduce, xbw;
+} probe_rates;
+
+static int probe_links(const char *launcher, int np, probe_rates *r) {
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return BG_ERR;
@@ -100,9 +104,10 @@ static int probe_links(const char *launcher, int np, double *bw, double *lat, do
                  "mpirun --oversubscribe -np %d '%s' plan-probe 2>/dev/null", np, self);
     FILE *p = popen(cmd, "r");
     if (!p) return BG_ERR;
-    int got = fscanf(p, "%lf %lf %lf %lf %lf %lf %lf", bw, lat, gap, sync, bulk, reduce, xbw);
+    int got = fscanf(p, "%lf %lf %lf %lf %lf %lf %lf", &r->bw, &r->lat, &r->gap, &r->sync, &r->bulk, &r->reduce,
+                     &r->xbw);
     int rc = pclose(p);
-    return got == 7 && rc == 0 && *bw > 0 ? BG_OK : BG_ERR;
+    return got == 7 && rc == 0 && r->bw > 0 ? BG_OK : BG_ERR;
 }
 
 static int calibrate(const char *config, const char *out, int B, int T, int threads, const char *inter,
@@ -124,13 +129,10 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     cl.nodes = 1, cl.ranks_per_node = (int)(cores / threads), cl.oversubscription = 1;
     // The inter-node link first: a launcher that does not work fails before the minute
     // of GEMM timing.
-    double inter_bw = 0, inter_lat = 0, inter_gap = 0, inter_sync = 0, inter_bulk, inter_reduce, inter_xbw = 0;
-    if (inter) {
-        if (probe_links(inter, 2, &inter_bw, &inter_lat, &inter_gap, &inter_sync, &inter_bulk, &inter_reduce,
-                        &inter_xbw) != BG_OK) {
-            fprintf(stderr, "bagualu: plan: the inter-node probe under \"%s\" failed\n", inter);
-            return 2;
-        }
+    probe_rates across = {0};
+    if (inter && probe_links(inter, 2, &across) != BG_OK) {
+        fprintf(stderr, "bagualu: plan: the inter-node probe under \"%s\" failed\n", inter);
+        return 2;
     }
     fprintf(stderr, "plan: timing GEMMs on %d of %ld cores...\n", threads, cores);
     plan_calibrate_compute(&cl, c, B, T, threads, 60);
@@ -138,20 +140,20 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
     // elements (4 arrays of 256 MiB, as a model's: at 16M the node's rate came out higher).
     cl.opt_bw = optimizer_bytes_per_s((size_t)64 << 20, threads);
     cl.node_opt_bw = cores > threads ? optimizer_bytes_per_s((size_t)64 << 20, (int)cores) : cl.opt_bw;
-    double bw = 0, lat = 0, gap = 0, sync = 0, bulk = 0, reduce = 0, xbw = 0;
+    probe_rates local = {0};
     const int np = cl.ranks_per_node > 2 ? cl.ranks_per_node : 2;
     fprintf(stderr, "plan: probing links and the gradient reduction with mpirun -np %d...\n", np);
-    if (probe_links(NULL, np, &bw, &lat, &gap, &sync, &bulk, &reduce, &xbw) != BG_OK) {
+    if (probe_links(NULL, np, &local) != BG_OK) {
         fprintf(stderr, "plan: the MPI probe failed; intra-node links set to the memory bandwidth\n");
-        bw = cl.mem_bw / 2, lat = gap = 5e-6, bulk = reduce = 0;
+        local = (probe_rates){.bw = cl.mem_bw / 2, .lat = 5e-6, .gap = 5e-6};
     }
-    cl.intra_bulk_bw = bulk, cl.reduce_bw = reduce;
-    cl.intra_bw = cl.inter_bw = bw;
-    cl.intra_lat = cl.inter_lat = lat;
-    cl.intra_gap = cl.inter_gap = gap;
+    cl.intra_bulk_bw = local.bulk, cl.reduce_bw = local.reduce;
+    cl.intra_bw = cl.inter_bw = local.bw;
+    cl.intra_lat = cl.inter_lat = local.lat;
+    cl.intra_gap = cl.inter_gap = local.gap;
     if (inter) {
-        cl.inter_bw = inter_bw, cl.inter_lat = inter_lat, cl.inter_gap = inter_gap, cl.inter_sync = inter_sync;
-        cl.inter_xbw = inter_xbw;
+        cl.inter_bw = across.bw, cl.inter_lat = across.lat, cl.inter_gap = across.gap, cl.inter_sync = across.sync;
+        cl.inter_xbw = across.xbw;
         // Emulated nodes share this machine: a node gets cores/N of its cores and memory;
         // where that is under one rank's `threads`, its one rank runs at that share.
         double node_cores = (double)cores / inter_nodes, share = node_cores / threads;
@@ -175,7 +177,7 @@ static int calibrate(const char *config, const char *out, int B, int T, int thre
                     "links %.3g GB/s, %.3g us, bulk %.3g GB/s, reduce %.3g GB/s; inter-node %.3g GB/s (exchanging %.3g), %.3g us, gap %.3g us, sync %.3g us)\n", out,
             cl.peak[PLAN_FP32] / 1e9, cl.peak[PLAN_BF16] / 1e9, cl.mem_bw / 1e9, cl.node_mem_bw / 1e9,
             cl.act_bw / 1e9, cl.node_gemm_speedup, cl.node_act_speedup, cl.opt_bw / 1e9, cl.node_opt_bw / 1e9,
-            bw / 1e9, lat * 1e6, bulk / 1e9, reduce / 1e9,
+            local.bw / 1e9, local.lat * 1e6, local.bulk / 1e9, local.reduce / 1e9,
             cl.inter_bw / 1e9, plan_cluster_exchange_bw(&cl) / 1e9, cl.inter_lat * 1e6, cl.inter_gap * 1e6, cl.inter_sync * 1e6);
     return 0;
 }
