@@ -50,11 +50,10 @@ int gemm_f32_avx512_supported(void) {
 }
 
 // Compiled through a portable AVX-512 on other CPUs, the kernel's functions take no
-// vector target (tests/kernels/gemm_f32_avx512_simde.c defines it empty).
-#ifndef GEMM_F32_AVX512_TARGET
-#define GEMM_F32_AVX512_TARGET __attribute__((target("avx512f")))
+// vector target (tests/kernels/gemm_f32_avx512_simde.c defines TARGET empty).
+#ifndef TARGET
+#define TARGET __attribute__((target("avx512f")))
 #endif
-#define TARGET GEMM_F32_AVX512_TARGET
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 

@@ -8,7 +8,7 @@
 #endif
 #include "simde_avx512.h"
 
-#define GEMM_F32_AVX512_TARGET
+#define TARGET  // no vector target: SIMDe's code runs on AVX2
 #define gemm_f32_avx512 gemm_f32_avx512_simde
 #define gemm_f32_avx512_scratch_floats gemm_f32_avx512_simde_scratch_floats
 #define gemm_f32_avx512_supported gemm_f32_avx512_simde_supported

@@ -22,26 +22,14 @@ size_t gemm_f32_avx512_simde_scratch_floats(void);
 enum { THREADS = 3 };
 
 static void check(const spec *s, float *const *scratch) {
-    const size_t an = (size_t)(s->M + s->pad) * (s->K + s->pad), bn = (size_t)(s->K + s->pad) * (s->N + s->pad);
-    const size_t cn = (size_t)s->M * (s->N + s->pad);
-    float *a = random_floats(an), *b = random_floats(bn), *c0 = random_floats(cn);
-    float *want = bg_aligned_alloc(cn * sizeof(float)), *got = bg_aligned_alloc(cn * sizeof(float));
-    gemm_f32_args g;
-    layout(s, &g, a, b, want);
-    memcpy(want, c0, cn * sizeof(float));
-    fixed_order_reference(&g, want);
-    g.c = got;
+    spec_operands o = spec_operands_make(s);
     for (int threads = 1; threads <= THREADS; threads++) {
-        memcpy(got, c0, cn * sizeof(float));
-        gemm_f32_avx512_simde(&g, scratch, threads);
-        int bad = -1;
-        for (int i = 0; i < s->M && bad < 0; i++)
-            if (memcmp(got + (size_t)i * g.ldc, want + (size_t)i * g.ldc, sizeof(float) * s->N)) bad = i;
-        TU_CHECK(bad < 0, "M %d N %d K %d A%s B%s pad %d %s, %d threads: row %d is not the documented order", s->M,
+        const int row = fixed_order_first_bad_row(&o, gemm_f32_avx512_simde, scratch, threads);
+        TU_CHECK(row < 0, "M %d N %d K %d A%s B%s pad %d %s, %d threads: row %d is not the documented order", s->M,
                  s->N, s->K, s->a_trans ? "T" : "", s->b_trans ? "T" : "", s->pad, s->accumulate ? "+=" : "=",
-                 threads, bad);
+                 threads, row);
     }
-    free(a), free(b), free(c0), free(want), free(got);
+    spec_operands_free(&o);
 }
 
 int main(void) {
