@@ -5,6 +5,9 @@
 # Usage: scripts/setup.sh [build|test]
 set -euo pipefail
 cd "$(dirname "$0")"
+# `make -j test` starts both set-ups at once: the second waits, then finds its packages there.
+exec 9>/tmp/bagualu-setup.lock
+flock 9
 lists=()
 for f in packages/*.txt; do
   [ "$(basename "$f")" = test.txt ] && continue
