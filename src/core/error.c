@@ -103,3 +103,28 @@ void *bg_aligned_alloc(size_t bytes) {
 #endif
     return p;
 }
+
+// glibc maps a large block of its own, but once one is freed it raises its mapping
+// threshold to that size, so a buffer regrown by an eighth comes from the heap and each
+// size it had stays resident (M2, two ranks: peak RSS 37 MiB over the memory report).
+// Under the sanitizers, malloc's, so that they check these blocks too.
+#if defined(__SANITIZE_ADDRESS__)
+void *bg_mapped_alloc(size_t bytes) { return bg_aligned_alloc(bytes); }
+void bg_mapped_free(void *p) { free(p); }
+#else
+enum { BG_MAPPED_HEAD = 64 };  // the mapping's length, and the block stays 64-byte aligned
+
+void *bg_mapped_alloc(size_t bytes) {
+    const size_t len = bytes + BG_MAPPED_HEAD;
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) bg_out_of_memory(bytes);
+    *(size_t *)m = len;
+    return (char *)m + BG_MAPPED_HEAD;
+}
+
+void bg_mapped_free(void *p) {
+    if (!p) return;
+    char *m = (char *)p - BG_MAPPED_HEAD;
+    munmap(m, *(size_t *)m);
+}
+#endif

@@ -42,6 +42,11 @@ void *bg_calloc(size_t n, size_t size);
 void *bg_realloc(void *p, size_t bytes);
 // 64-byte aligned (cache line, AVX-512 vector); free with free().
 void *bg_aligned_alloc(size_t bytes);
+// 64-byte aligned pages of the block's own, returned to the system by bg_mapped_free:
+// for buffers that grow during a run (dropless expert parallelism's rows), whose
+// earlier sizes would otherwise stay resident in malloc's heap.
+void *bg_mapped_alloc(size_t bytes);
+void bg_mapped_free(void *p);
 
 // The handler gets the size that failed; it may exit or jump out, or return to abort.
 // Install it once, before anything allocates (it is read without a lock).

@@ -2,9 +2,9 @@
 // AVX-512F and on CPUs with AVX2 and FMA but not AVX-512 (AMD Zen 3), where it beats
 // oneDNN 2.6's f32 GEMM at the model's shapes (BENCHMARKS.md, issue 19); on AMD Zen 5
 // the own kernel for the forward and weights products and oneDNN for the data products,
-// each the faster there over GPT-2's and M1's steps; oneDNN elsewhere (Zen 4 included:
-// not measured with the own kernel), with the weights products on a transposed dout
-// where the CPU has neither AVX-512 nor AVX2 (matmul.c).
+// each the faster there over GPT-2's and M1's steps; oneDNN elsewhere (AMD Zen 4: M1's
+// step ran fastest on it, ahead of mixed and own), with the weights products on a
+// transposed dout where the CPU has neither AVX-512 nor AVX2 (matmul.c).
 // Decided from the CPU's identity alone, never by timing, so a run and its resume sum
 // in the same order; BAGUALU_GEMM=own|mixed|onednn|onednn-t forces one for tests and benchmarks.
 #include <stdlib.h>

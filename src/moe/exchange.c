@@ -59,7 +59,8 @@ void moe_exchange_scratch_layout(moe_exchange_scratch *xs, bg_arena *arena, cons
 
 void moe_exchange_cache_free(moe_exchange_cache *xc) {
     if (!xc->heap) return;
-    free(xc->recv_to_local), free(xc->x_recv), free(xc->x_local), free(xc->y_local);
+    bg_mapped_free(xc->recv_to_local), bg_mapped_free(xc->x_recv), bg_mapped_free(xc->x_local),
+        bg_mapped_free(xc->y_local);
     xc->recv_to_local = NULL;
     xc->x_recv = xc->x_local = xc->y_local = NULL;
     xc->rows_alloc = 0;
@@ -68,7 +69,7 @@ void moe_exchange_cache_free(moe_exchange_cache *xc) {
 
 void moe_exchange_scratch_free(moe_exchange_scratch *xs) {
     if (!xs->heap) return;
-    free(xs->ex_a), free(xs->ex_b), free(xs->ex_c);
+    bg_mapped_free(xs->ex_a), bg_mapped_free(xs->ex_b), bg_mapped_free(xs->ex_c);
     xs->ex_a = xs->ex_b = xs->ex_c = NULL;
     xs->rows_alloc = 0;
     xs->heap = 0;
@@ -88,10 +89,10 @@ void moe_exchange_reserve(moe_exchange_cache *xc, int C) {
     size_t rows = grow_rows(need, xc->rows_worst);
     moe_exchange_cache_free(xc);
     xc->heap = 1;
-    xc->recv_to_local = bg_aligned_alloc(sizeof(int) * rows);
-    xc->x_recv = bg_aligned_alloc(sizeof(float) * rows * C);
-    xc->x_local = bg_aligned_alloc(sizeof(float) * rows * C);
-    xc->y_local = bg_aligned_alloc(sizeof(float) * rows * C);
+    xc->recv_to_local = bg_mapped_alloc(sizeof(int) * rows);
+    xc->x_recv = bg_mapped_alloc(sizeof(float) * rows * C);
+    xc->x_local = bg_mapped_alloc(sizeof(float) * rows * C);
+    xc->y_local = bg_mapped_alloc(sizeof(float) * rows * C);
     xc->rows_alloc = rows;
 }
 
@@ -101,9 +102,9 @@ void moe_exchange_scratch_reserve(moe_exchange_scratch *xs, const moe_exchange_c
     BG_ASSERT(xs->grown);
     size_t rows = grow_rows(need, xc->rows_worst);
     moe_exchange_scratch_free(xs);
-    xs->ex_a = bg_aligned_alloc(sizeof(float) * rows * C);
-    xs->ex_b = bg_aligned_alloc(sizeof(float) * rows * C);
-    xs->ex_c = xs->chunked ? bg_aligned_alloc(sizeof(float) * rows * C) : NULL;
+    xs->ex_a = bg_mapped_alloc(sizeof(float) * rows * C);
+    xs->ex_b = bg_mapped_alloc(sizeof(float) * rows * C);
+    xs->ex_c = xs->chunked ? bg_mapped_alloc(sizeof(float) * rows * C) : NULL;
     xs->rows_alloc = rows;
     xs->heap = 1;
 }

@@ -97,7 +97,7 @@ void moe_scratch_layout(moe_scratch *scr, bg_arena *arena, const moe_shape *s, i
 void moe_acts_free(moe_acts *acts) {
     moe_expert_cache *c = &acts->experts;
     if (c->heap) {
-        free(c->h), free(c->a);
+        bg_mapped_free(c->h), bg_mapped_free(c->a);
         c->h = c->a = NULL;
         c->rows_alloc = 0;
         c->heap = 0;
@@ -107,7 +107,7 @@ void moe_acts_free(moe_acts *acts) {
 
 void moe_scratch_free(moe_scratch *scr) {
     if (scr->heap) {
-        free(scr->dh), free(scr->da);
+        bg_mapped_free(scr->dh), bg_mapped_free(scr->da);
         scr->dh = scr->da = NULL;
         scr->rows_alloc = 0;
         scr->heap = 0;
@@ -120,9 +120,9 @@ static void expert_cache_reserve(moe_expert_cache *c, const moe_exchange_cache *
                                  const moe_shape *s) {
     if (!c->grown || xc->rows_alloc <= c->rows_alloc) return;
     size_t rows = xc->rows_alloc, F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F);
-    if (c->heap) free(c->h), free(c->a);
-    c->h = bg_aligned_alloc(sizeof(float) * rows * U);
-    c->a = bg_aligned_alloc(sizeof(float) * rows * F);
+    if (c->heap) bg_mapped_free(c->h), bg_mapped_free(c->a);
+    c->h = bg_mapped_alloc(sizeof(float) * rows * U);
+    c->a = bg_mapped_alloc(sizeof(float) * rows * F);
     c->rows_alloc = rows;
     c->heap = 1;
 }
@@ -133,9 +133,9 @@ static void scratch_reserve(moe_scratch *scr, const moe_acts *acts, const moe_sh
     size_t need = acts->exchange.rows_alloc > (size_t)N ? acts->exchange.rows_alloc : (size_t)N;
     if (need <= scr->rows_alloc) return;
     size_t F = (size_t)s->F, U = (size_t)ffn_in_rows(s->act, s->F);
-    if (scr->heap) free(scr->dh), free(scr->da);
-    scr->dh = bg_aligned_alloc(sizeof(float) * need * U);
-    scr->da = bg_aligned_alloc(sizeof(float) * need * F);
+    if (scr->heap) bg_mapped_free(scr->dh), bg_mapped_free(scr->da);
+    scr->dh = bg_mapped_alloc(sizeof(float) * need * U);
+    scr->da = bg_mapped_alloc(sizeof(float) * need * F);
     scr->rows_alloc = need;
     scr->heap = 1;
 }

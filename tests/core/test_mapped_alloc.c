@@ -1,0 +1,56 @@
+// bg_mapped_alloc: a buffer regrown by an eighth at a time, as dropless expert
+// parallelism's rows grow (moe/exchange.c), leaves only its last size resident. With
+// malloc, once glibc has freed one mapped block its threshold rises and the earlier
+// sizes stay in its heap. Blocks stay 64-byte aligned and keep what was written.
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "test_util.h"
+
+static double resident_mib(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, resident = 0;
+    if (!f) return -1;
+    if (fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
+    fclose(f);
+    return resident < 0 ? -1 : (double)resident * (double)sysconf(_SC_PAGESIZE) / (1 << 20);
+}
+
+int main(void) {
+#if defined(__SANITIZE_ADDRESS__)
+    puts("skip: under AddressSanitizer bg_mapped_alloc is malloc's, so that it checks the blocks");
+    return 77;
+#endif
+    if (resident_mib() < 0) {
+        puts("skip: no /proc/self/statm");
+        return 77;
+    }
+    // What a step's libraries do first (oneDNN's scratchpads): a mapped block freed,
+    // which raises glibc's threshold.
+    free(malloc((size_t)24 << 20));
+    enum { BUFS = 4, GROWTHS = 14 };
+    float *buf[BUFS] = {0};
+    size_t floats = (size_t)1 << 18, last = 0;  // from 1 MiB
+    const double before = resident_mib();
+    for (int g = 0; g < GROWTHS; g++, last = floats, floats += floats / 8)
+        for (int b = 0; b < BUFS; b++) {
+            bg_mapped_free(buf[b]);
+            buf[b] = bg_mapped_alloc(floats * sizeof(float));
+            TU_CHECK((uintptr_t)buf[b] % 64 == 0, "block %d not 64-byte aligned", b);
+            for (size_t i = 0; i < floats; i++) buf[b][i] = (float)(i + b);
+        }
+    floats = last;
+    const double grown = resident_mib() - before, live = BUFS * (double)floats * sizeof(float) / (1 << 20);
+    printf("%d buffers grown %d times to %.1f MiB in all: resident +%.1f MiB\n", BUFS, GROWTHS, live, grown);
+    TU_CHECK(grown <= live + 2.0, "resident grew by %.1f MiB for %.1f MiB of live blocks", grown, live);
+    for (int b = 0; b < BUFS; b++) {
+        TU_CHECK(buf[b][floats - 1] == (float)(floats - 1 + b), "block %d lost its last float", b);
+        bg_mapped_free(buf[b]);
+    }
+    TU_CHECK(resident_mib() - before <= 2.0, "freed blocks still resident: +%.1f MiB", resident_mib() - before);
+    bg_mapped_free(NULL);
+    return tu_finish("core/test_mapped_alloc");
+}
