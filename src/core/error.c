@@ -106,8 +106,8 @@ void *bg_aligned_alloc(size_t bytes) {
 
 // glibc maps a large block of its own, but once one is freed it raises its mapping
 // threshold to that size, so a buffer regrown by an eighth comes from the heap and each
-// size it had stays resident (M2, two ranks: peak RSS 37 MiB over the memory report).
-// Under the sanitizers, malloc's, so that they check these blocks too.
+// size it had stays resident (BENCHMARKS.md, issue 17, Zen 4). Under AddressSanitizer,
+// malloc's, so that it checks these blocks too.
 #if defined(__SANITIZE_ADDRESS__)
 void *bg_mapped_alloc(size_t bytes) { return bg_aligned_alloc(bytes); }
 void bg_mapped_free(void *p) { free(p); }
