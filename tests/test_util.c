@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 int tu_failures = 0;
 static int tu_checks_failed_reported = 0;
@@ -78,4 +79,13 @@ int tu_expect_close(const char *what, const float *got, const double *want, size
         return 0;
     }
     return 1;
+}
+
+double tu_resident_bytes(void) {
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return -1;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
+    fclose(f);
+    return resident < 0 ? -1 : (double)resident * (double)sysconf(_SC_PAGESIZE);
 }

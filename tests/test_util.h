@@ -14,6 +14,9 @@ void tu_fail(const char *file, int line, const char *fmt, ...);
 // Exit status for main(): prints "N passed, N failed" style summary of checks.
 int tu_finish(const char *test_name);
 
+// The process's resident memory (/proc/self/statm), in bytes; -1 where it cannot be read.
+double tu_resident_bytes(void);
+
 // Deterministic random numbers for tests (independent of the library's RNG).
 void tu_seed(uint64_t seed);
 double tu_uniform(void);            // [0,1)

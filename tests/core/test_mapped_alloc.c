@@ -5,19 +5,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "test_util.h"
 
-static double resident_mib(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    long size = 0, resident = 0;
-    if (!f) return -1;
-    if (fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
-    fclose(f);
-    return resident < 0 ? -1 : (double)resident * (double)sysconf(_SC_PAGESIZE) / (1 << 20);
-}
+static double resident_mib(void) { return tu_resident_bytes() / (1 << 20); }
 
 int main(void) {
 #if defined(__SANITIZE_ADDRESS__)

@@ -26,15 +26,6 @@ static void write_config(const train_fixture *f, const char *json) {
     fclose(c);
 }
 
-static double rss_bytes(void) {
-    long pages = 0, resident = 0;
-    FILE *s = fopen("/proc/self/statm", "r");
-    if (!s) return 0;
-    if (fscanf(s, "%ld %ld", &pages, &resident) != 2) resident = 0;
-    fclose(s);
-    return (double)resident * sysconf(_SC_PAGESIZE);
-}
-
 static memory_report exact(const train_fixture *f, const char *name, model_recompute rc,
                            bg_dtype dtype) {
     train_options o;
@@ -125,10 +116,10 @@ int main(void) {
     model_config cfg = tr.cfg;
     fixture_step(&tr);  // the libraries' first-use state, then measure without this run
     trainer_free(&tr);
-    double before = rss_bytes();
+    double before = tu_resident_bytes();
     TU_CHECK(trainer_init(&tr, &o) == BG_OK, "init: %s", bg_last_error());
     fixture_step(&tr);
-    double grown = rss_bytes() - before;
+    double grown = tu_resident_bytes() - before;
     memory_report r;
     trainer_memory_report(&tr, &r);
     trainer_free(&tr);
