@@ -39,18 +39,20 @@ asan: setup-test
 # with FMA). For changes to AVX-512 code made on AVX2-only machines. ISA_TESTS: a ctest
 # -R pattern (CI runs the kernel and model tests: '^(kernels|model)/').
 ISA_TESTS ?= .
+# $(call isa_suite,DIR,CFLAGS): the suite built in DIR for CFLAGS instead of this CPU, and
+# its ISA_TESTS run.
+define isa_suite
+	@cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=Release -DBG_NATIVE=OFF -DCMAKE_C_FLAGS="$(2)" >/dev/null
+	@cmake --build $(1) -j $(JOBS)
+	@cd $(1) && ctest --output-on-failure -j $(JOBS) -R '$(ISA_TESTS)'
+endef
 avx512-emulated: setup-test
-	@cmake -S . -B build-avx512-emulated -DCMAKE_BUILD_TYPE=Release -DBG_NATIVE=OFF \
-		-DCMAKE_C_FLAGS="-mavx2 -mfma -include $(CURDIR)/tests/simde_avx512.h" >/dev/null
-	@cmake --build build-avx512-emulated -j $(JOBS)
-	@cd build-avx512-emulated && ctest --output-on-failure -j $(JOBS) -R '$(ISA_TESTS)'
+	$(call isa_suite,build-avx512-emulated,-mavx2 -mfma -include $(CURDIR)/tests/simde_avx512.h)
 
 # The AVX2 branches on a CPU with AVX-512, whose native build takes the AVX-512 ones: the
 # suite in a build for AVX2 with FMA.
 avx2: setup-test
-	@cmake -S . -B build-avx2 -DCMAKE_BUILD_TYPE=Release -DBG_NATIVE=OFF -DCMAKE_C_FLAGS="-mavx2 -mfma" >/dev/null
-	@cmake --build build-avx2 -j $(JOBS)
-	@cd build-avx2 && ctest --output-on-failure -j $(JOBS) -R '$(ISA_TESTS)'
+	$(call isa_suite,build-avx2,-mavx2 -mfma)
 
 clean:
 	rm -rf $(BUILD) build-asan build-avx512-emulated build-avx2
