@@ -1,6 +1,7 @@
 #include "core/error.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -115,6 +116,7 @@ void bg_mapped_free(void *p) { free(p); }
 enum { BG_MAPPED_HEAD = 64 };  // the mapping's length, and the block stays 64-byte aligned
 
 void *bg_mapped_alloc(size_t bytes) {
+    if (bytes > SIZE_MAX - BG_MAPPED_HEAD) bg_out_of_memory(bytes);  // the length would wrap
     const size_t len = bytes + BG_MAPPED_HEAD;
     void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) bg_out_of_memory(bytes);

@@ -1,13 +1,34 @@
 // bg_mapped_alloc: a buffer regrown by an eighth at a time, as dropless expert
 // parallelism's rows grow (moe/exchange.c), leaves only its last size resident. With
 // malloc, once glibc has freed one mapped block its threshold rises and the earlier
-// sizes stay in its heap. Blocks stay 64-byte aligned and keep what was written.
+// sizes stay in its heap. Blocks stay 64-byte aligned and keep what was written; a size
+// that cannot be mapped, or whose length would wrap, goes to the out-of-memory handler.
+#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "core/error.h"
 #include "test_util.h"
+
+static jmp_buf oom_jump;
+static size_t oom_bytes;
+
+static void oom_handler(size_t bytes) {
+    oom_bytes = bytes;
+    longjmp(oom_jump, 1);
+}
+
+// Whether bg_mapped_alloc(bytes) reached the handler with that size instead of returning.
+static int refused(size_t bytes) {
+    oom_bytes = 0;
+    if (setjmp(oom_jump) == 0) {
+        void *p = bg_mapped_alloc(bytes);
+        bg_mapped_free(p);
+        return 0;
+    }
+    return oom_bytes == bytes;
+}
 
 static double resident_mib(void) { return tu_resident_bytes() / (1 << 20); }
 
@@ -44,5 +65,9 @@ int main(void) {
     }
     TU_CHECK(resident_mib() - before <= 2.0, "freed blocks still resident: +%.1f MiB", resident_mib() - before);
     bg_mapped_free(NULL);
+    bg_set_out_of_memory_handler(oom_handler);
+    TU_CHECK(refused((size_t)1 << 60), "2^60 bytes mapped, or the handler not told their size");
+    TU_CHECK(refused(SIZE_MAX - 8), "a size whose mapping length wraps was not refused");
+    bg_set_out_of_memory_handler(NULL);
     return tu_finish("core/test_mapped_alloc");
 }
